@@ -1,0 +1,45 @@
+# The README's commands. `make demo` and `make test` each install what they need first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TEST_KAFKA_PORT ?= 29092
+PYTEST_ARGS ?=
+
+.PHONY: install demo test lint unit integration kafka-start kafka-stop test-kafka clean
+
+$(BIN)/framebus: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/framebus
+
+## The main job: local Kafka, topics, a generated video and model, both services, detections.
+demo: install
+	$(BIN)/framebus demo
+
+## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
+test: install lint test-kafka
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+test-kafka: install
+	FRAMEBUS_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/framebus kafka start
+
+kafka-start: install
+	$(BIN)/framebus kafka start
+
+kafka-stop: install
+	$(BIN)/framebus kafka stop
+
+clean:
+	rm -rf $(VENV) demo-output bench-output .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Decoder service: camera streams in, letterboxed frame tensors out to Kafka."""

@@ -1,0 +1,161 @@
+"""The `framebus` command: local Kafka, topics, the two services and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from framebus import settings as cfg
+from framebus.errors import FramebusError
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.logs import configure_logging
+
+
+def _kafka_command(args: argparse.Namespace) -> int:
+    from framebus.localkafka import LocalKafka
+
+    broker = LocalKafka(port=args.port, home=Path(args.home) if args.home else LocalKafka().home)
+    if args.action == "start":
+        broker.start()
+        print(f"local Kafka {broker.bootstrap} is up (pid {broker.pid()}); logs: {broker.log_file}")
+    elif args.action == "stop":
+        print("stopped" if broker.stop() else f"no local Kafka was running on port {args.port}")
+    elif args.action == "status":
+        pid = broker.pid()
+        if pid is None:
+            print(f"local Kafka on port {args.port}: not running")
+            return 3
+        state = "answering" if broker.is_ready() else "NOT answering"
+        print(
+            f"local Kafka {broker.bootstrap}: running (pid {pid}), {state}; logs: {broker.log_file}"
+        )
+        return 0 if state == "answering" else 1
+    elif args.action == "wipe":
+        broker.wipe()
+        print(f"deleted {broker.run_dir}")
+    return 0
+
+
+def _topics_command(args: argparse.Namespace) -> int:
+    from framebus.kafka.topics import ensure_topics, framebus_topics
+
+    kafka = cfg.load(KafkaSettings, os.environ, args)
+    names = cfg.load(TopicSettings, os.environ, args)
+    specs = framebus_topics(
+        names, args.frames_partitions, args.detections_partitions, args.replication_factor
+    )
+    created = ensure_topics(kafka, specs)
+    for spec in specs:
+        state = "created" if spec.name in created else "exists"
+        print(f"{spec.name}: {state} ({spec.partitions} partitions)")
+    return 0
+
+
+def _decoder_command(args: argparse.Namespace) -> int:
+    from framebus_decoder.service import run
+    from framebus_decoder.settings import DecoderSettings
+
+    settings = cfg.load(DecoderSettings, os.environ, args)
+    configure_logging(settings.log_level)
+    return run(settings)
+
+
+def _inferencer_command(args: argparse.Namespace) -> int:
+    from framebus_inferencer.service import run
+    from framebus_inferencer.settings import InferencerSettings
+
+    settings = cfg.load(InferencerSettings, os.environ, args)
+    configure_logging(settings.log_level)
+    return run(settings)
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    from framebus.demo import DemoSettings, run_demo
+
+    return run_demo(cfg.load(DemoSettings, os.environ, args))
+
+
+def _config_docs_command(args: argparse.Namespace) -> int:
+    from framebus.configdoc import configuration_reference
+
+    sys.stdout.write(configuration_reference())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command-line interface."""
+    from framebus.demo import DemoSettings
+    from framebus_decoder.settings import DecoderSettings
+    from framebus_inferencer.settings import InferencerSettings
+
+    parser = argparse.ArgumentParser(prog="framebus", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    kafka = sub.add_parser("kafka", help="run the embedded local Kafka (KRaft, 127.0.0.1)")
+    kafka.add_argument("action", choices=["start", "stop", "status", "wipe"])
+    kafka.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("FRAMEBUS_KAFKA_PORT", "9092")),
+        help="broker port; the controller uses port+1 [env FRAMEBUS_KAFKA_PORT]",
+    )
+    kafka.add_argument("--home", default=None, help="cache and data root [env FRAMEBUS_HOME]")
+    kafka.set_defaults(func=_kafka_command)
+
+    topics = sub.add_parser("topics", help="create framebus's topics (idempotent)")
+    topics.add_argument("action", choices=["create"])
+    topics.add_argument("--frames-partitions", type=int, default=6)
+    topics.add_argument("--detections-partitions", type=int, default=6)
+    topics.add_argument("--replication-factor", type=int, default=1)
+    cfg.add_arguments(topics, KafkaSettings)
+    cfg.add_arguments(topics, TopicSettings)
+    topics.set_defaults(func=_topics_command)
+
+    commands: Sequence[tuple[str, str, type, Callable[[argparse.Namespace], int]]] = (
+        (
+            "decoder",
+            "decode cameras and publish letterboxed frames",
+            DecoderSettings,
+            _decoder_command,
+        ),
+        (
+            "inferencer",
+            "batch frames through the model and publish detections",
+            InferencerSettings,
+            _inferencer_command,
+        ),
+        (
+            "demo",
+            "run the whole pipeline on generated cameras and print detections",
+            DemoSettings,
+            _demo_command,
+        ),
+    )
+    for name, help_text, settings_cls, func in commands:
+        p = sub.add_parser(name, help=help_text)
+        cfg.add_arguments(p, settings_cls)
+        p.set_defaults(func=func)
+
+    docs = sub.add_parser("config-docs", help="print the configuration reference (Markdown)")
+    docs.set_defaults(func=_config_docs_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `framebus` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except FramebusError as exc:
+        print(f"framebus {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

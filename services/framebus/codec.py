@@ -1,0 +1,208 @@
+"""Avro single-object encoding of framebus records (marker C3 01, CRC-64-AVRO fingerprint, body).
+
+Writers always use the schemas in `schemas/`. A reader finds the writer's schema by the fingerprint
+in the message header among the schemas it knows (current and older versions) and resolves it to its
+own, newer, reader schema, so adding a field with a default never breaks a consumer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from framebus.errors import CodecError, UnknownSchemaError
+from framebus.messages import (
+    Box,
+    Compression,
+    Detections,
+    Frame,
+    FrameStatus,
+    TensorLayout,
+)
+
+MAGIC = b"\xc3\x01"
+HEADER_BYTES = 10
+SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+def schema_fingerprint(schema: Mapping[str, Any] | str) -> bytes:
+    """CRC-64-AVRO (Rabin) fingerprint of a schema's canonical form, little-endian, 8 bytes."""
+    parsed = fastavro.parse_schema(schema if isinstance(schema, str) else dict(schema))
+    canonical = to_parsing_canonical_form(parsed)
+    # fastavro already returns the little-endian byte order that single-object encoding uses.
+    return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
+
+
+def load_schema(name: str, schemas_dir: Path = SCHEMAS_DIR) -> dict[str, Any]:
+    """Read `schemas/<name>.avsc` as JSON."""
+    path = schemas_dir / f"{name}.avsc"
+    try:
+        loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CodecError(f"cannot load Avro schema {path}: {exc}") from exc
+    return loaded
+
+
+class SingleObjectCodec:
+    """Encode with one writer schema; decode any known writer schema into the reader schema."""
+
+    def __init__(
+        self, schema: Mapping[str, Any], older_schemas: Iterable[Mapping[str, Any]] = ()
+    ) -> None:
+        self._schema = fastavro.parse_schema(dict(schema))
+        self._fingerprint = schema_fingerprint(schema)
+        self._writers: dict[bytes, Any] = {self._fingerprint: self._schema}
+        for old in older_schemas:
+            self._writers[schema_fingerprint(old)] = fastavro.parse_schema(dict(old))
+        self.name = str(schema.get("name"))
+
+    @property
+    def fingerprint(self) -> bytes:
+        """Fingerprint of the writer schema this codec encodes with."""
+        return self._fingerprint
+
+    def encode(self, record: Mapping[str, Any]) -> bytes:
+        """Serialize a record dict to single-object-encoded bytes."""
+        out = io.BytesIO()
+        out.write(MAGIC)
+        out.write(self._fingerprint)
+        try:
+            fastavro.schemaless_writer(out, self._schema, dict(record))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CodecError(f"cannot encode {self.name}: {exc}") from exc
+        return out.getvalue()
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        """Parse single-object-encoded bytes; raise CodecError with a reason when impossible."""
+        if len(data) < HEADER_BYTES or data[:2] != MAGIC:
+            raise CodecError(
+                f"not an Avro single-object-encoded {self.name}: "
+                f"missing the C3 01 marker (first bytes {data[:4].hex() or 'none'})"
+            )
+        writer = self._writers.get(data[2:HEADER_BYTES])
+        if writer is None:
+            raise UnknownSchemaError(
+                f"unknown schema fingerprint {data[2:HEADER_BYTES].hex()} for {self.name}; "
+                f"known: {', '.join(fp.hex() for fp in self._writers)}. "
+                "Upgrade this reader or register the writer's schema."
+            )
+        try:
+            record: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
+                io.BytesIO(data[HEADER_BYTES:]), writer, self._schema
+            )
+        except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+            raise CodecError(f"corrupt {self.name} body: {type(exc).__name__}: {exc}") from exc
+        return record
+
+
+def _micros(value: Any) -> int:
+    # fastavro turns timestamp-micros into datetime; keep plain integers on our side.
+    if isinstance(value, int):
+        return value
+    return int(round(value.timestamp() * 1_000_000))
+
+
+class FrameCodec:
+    """Frame <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        self._codec = SingleObjectCodec(load_schema("frame", schemas_dir))
+
+    def encode(self, frame: Frame) -> bytes:
+        """Serialize a frame."""
+        return self._codec.encode(
+            {
+                "camera_id": frame.camera_id,
+                "seq": frame.seq,
+                "capture_ts_us": frame.capture_ts_us,
+                "pts_s": frame.pts_s,
+                "orig_width": frame.orig_width,
+                "orig_height": frame.orig_height,
+                "shape": list(frame.shape),
+                "dtype": frame.dtype,
+                "layout": frame.layout.value,
+                "scale": frame.scale,
+                "pad_x": frame.pad_x,
+                "pad_y": frame.pad_y,
+                "compression": frame.compression.name,
+                "tensor": frame.tensor,
+            }
+        )
+
+    def decode(self, data: bytes) -> Frame:
+        """Parse a frame."""
+        r = self._codec.decode(data)
+        return Frame(
+            camera_id=r["camera_id"],
+            seq=r["seq"],
+            capture_ts_us=_micros(r["capture_ts_us"]),
+            pts_s=r["pts_s"],
+            orig_width=r["orig_width"],
+            orig_height=r["orig_height"],
+            shape=tuple(r["shape"]),
+            dtype=r["dtype"],
+            layout=TensorLayout(r["layout"]),
+            scale=r["scale"],
+            pad_x=r["pad_x"],
+            pad_y=r["pad_y"],
+            compression=Compression[r["compression"]],
+            tensor=r["tensor"],
+        )
+
+
+class DetectionsCodec:
+    """Detections <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        self._codec = SingleObjectCodec(load_schema("detections", schemas_dir))
+
+    def encode(self, det: Detections) -> bytes:
+        """Serialize a detections record."""
+        return self._codec.encode(
+            {
+                "camera_id": det.camera_id,
+                "seq": det.seq,
+                "capture_ts_us": det.capture_ts_us,
+                "status": det.status.value,
+                "reason": det.reason,
+                "model_name": det.model_name,
+                "model_version": det.model_version,
+                "orig_width": det.orig_width,
+                "orig_height": det.orig_height,
+                "boxes": [b.__dict__ for b in det.boxes],
+                "queue_wait_ms": det.queue_wait_ms,
+                "inference_ms": det.inference_ms,
+                "batch_size": det.batch_size,
+                "e2e_latency_ms": det.e2e_latency_ms,
+                "frame_partition": det.frame_partition,
+                "frame_offset": det.frame_offset,
+            }
+        )
+
+    def decode(self, data: bytes) -> Detections:
+        """Parse a detections record."""
+        r = self._codec.decode(data)
+        return Detections(
+            camera_id=r["camera_id"],
+            seq=r["seq"],
+            capture_ts_us=_micros(r["capture_ts_us"]),
+            status=FrameStatus(r["status"]),
+            reason=r["reason"],
+            model_name=r["model_name"],
+            model_version=r["model_version"],
+            orig_width=r["orig_width"],
+            orig_height=r["orig_height"],
+            boxes=tuple(Box(**b) for b in r["boxes"]),
+            queue_wait_ms=r["queue_wait_ms"],
+            inference_ms=r["inference_ms"],
+            batch_size=r["batch_size"],
+            e2e_latency_ms=r["e2e_latency_ms"],
+            frame_partition=r["frame_partition"],
+            frame_offset=r["frame_offset"],
+        )

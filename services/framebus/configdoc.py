@@ -1,0 +1,46 @@
+"""The configuration reference, generated from the settings classes (docs/configuration.md)."""
+
+from __future__ import annotations
+
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.settings import reference_markdown
+
+HEADER = """# Configuration reference
+
+Every setting can be given as a `FRAMEBUS_*` environment variable or as a command-line flag of the
+command that uses it; a flag wins over a variable, a variable over the default. Invalid values are
+rejected at start-up with the setting's name. Secrets (`*_PASSWORD`) are never logged and may instead
+be read from a file named by the same variable with `_FILE` appended.
+
+This file is generated: `framebus config-docs > docs/configuration.md` (a test checks it is current).
+
+"""
+
+
+def configuration_reference() -> str:
+    """The whole reference as Markdown."""
+    from framebus.demo import DemoSettings
+    from framebus_decoder.settings import DecoderSettings
+    from framebus_inferencer.settings import InferencerSettings
+
+    service_only = {
+        "decoder": DecoderSettings,
+        "inferencer": InferencerSettings,
+        "demo": DemoSettings,
+    }
+    parts = [
+        HEADER,
+        reference_markdown("Kafka connection (every command)", KafkaSettings),
+        reference_markdown("Topics (every command)", TopicSettings),
+    ]
+    for name, cls in service_only.items():
+        parts.append(reference_markdown(f"`framebus {name}`", cls, skip_nested=True))
+    parts.append(
+        "## `framebus kafka start|stop|status|wipe`\n\n"
+        "| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n"
+        "| `FRAMEBUS_KAFKA_PORT` | `--port` | `9092` | Broker port on 127.0.0.1; the controller "
+        "listens on port+1. |\n"
+        "| `FRAMEBUS_HOME` | `--home` | `~/.cache/framebus` | Where the Kafka jars are cached and "
+        "where each broker keeps its data and logs (`run/<port>/`). |\n"
+    )
+    return "\n".join(parts)

@@ -1,0 +1,1 @@
+"""Kafka client wrappers shared by the decoder and the inferencer."""

@@ -1,0 +1,104 @@
+"""A thin consumer wrapper and the small message protocol the services depend on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+import confluent_kafka
+
+from framebus.errors import KafkaError
+from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+class MessageProto(Protocol):
+    """What framebus reads from a consumed message (confluent_kafka.Message fits it)."""
+
+    def value(self) -> bytes | None: ...  # noqa: D102
+    def key(self) -> bytes | None: ...  # noqa: D102
+    def topic(self) -> str | None: ...  # noqa: D102
+    def partition(self) -> int | None: ...  # noqa: D102
+    def offset(self) -> int | None: ...  # noqa: D102
+    def headers(self) -> list[tuple[str, bytes]] | None: ...  # noqa: D102
+    def error(self) -> Any: ...  # noqa: D102
+    def timestamp(self) -> tuple[int, int]: ...  # noqa: D102
+
+
+class Consumer:
+    """Consumes with manual offset storage: nothing is committed before the caller says so."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group_id: str,
+        overrides: Mapping[str, Any] | None = None,
+        factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Consumer,
+    ) -> None:
+        self._config: dict[str, Any] = {
+            **settings.client_config(),
+            "group.id": group_id,
+            "enable.auto.commit": True,
+            # Offsets are stored by the service only after the results are delivered.
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "max.partition.fetch.bytes": MAX_RECORD_BYTES * 2,
+            "fetch.max.bytes": MAX_RECORD_BYTES * 8,
+            "isolation.level": "read_committed",
+            **(overrides or {}),
+        }
+        self._factory = factory
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The confluent_kafka.Consumer, created on first use."""
+        if self._client is None:
+            self._client = self._factory(self._config)
+        return self._client
+
+    def subscribe(self, topics: Sequence[str], **callbacks: Any) -> None:
+        """Subscribe to topics (callbacks: on_assign, on_revoke, on_lost)."""
+        self.client.subscribe(list(topics), **callbacks)
+
+    def consume(self, max_messages: int, timeout_s: float) -> list[MessageProto]:
+        """Up to `max_messages` messages; consumer-level errors are raised, not returned."""
+        messages: list[MessageProto] = self.client.consume(max_messages, timeout_s)
+        good: list[MessageProto] = []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+            elif err.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                continue
+            elif err.fatal():
+                raise KafkaError(f"fatal consumer error: {err.str()}", err.name())
+            else:
+                log.warning("consumer error (will retry): %s", err.str())
+        return good
+
+    def store_offsets(self, messages: Sequence[MessageProto]) -> None:
+        """Mark messages done; the auto-commit then commits them."""
+        for msg in messages:
+            self.client.store_offsets(message=msg)
+
+    def close(self) -> None:
+        """Commit stored offsets and leave the group."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,120 @@
+"""A thin producer wrapper: owns librdkafka settings, handles a full queue, raises typed errors."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import confluent_kafka
+
+from framebus.errors import DeliveryError, KafkaError
+from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Headers = Sequence[tuple[str, bytes]]
+DeliveryCallback = Callable[[Any, Any], None]
+
+
+class ProducerQueueFullError(KafkaError):
+    """The local producer queue stayed full for longer than the caller allowed."""
+
+
+class Producer:
+    """Produces records; created lazily, flushed on exit."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        overrides: Mapping[str, Any] | None = None,
+        factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Producer,
+    ) -> None:
+        self._config: dict[str, Any] = {
+            **settings.client_config(),
+            # Records up to 8 MiB; the broker and the frames topic are raised to match.
+            "message.max.bytes": MAX_RECORD_BYTES + 65536,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            # Batches of ~1.2 MB frames: let one request carry several frames.
+            "batch.size": 4 * 1024 * 1024,
+            "queue.buffering.max.kbytes": 256 * 1024,
+            **(overrides or {}),
+        }
+        self._factory = factory
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The confluent_kafka.Producer, created on first use."""
+        if self._client is None:
+            self._client = self._factory(self._config)
+        return self._client
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | str | None = None,
+        headers: Headers | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        block_s: float = 0.0,
+    ) -> None:
+        """Queue one record; wait up to `block_s` for room when the local queue is full."""
+        deadline = time.monotonic() + block_s
+        while True:
+            try:
+                self.client.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=list(headers or ()),
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProducerQueueFullError(
+                        f"producer queue full while producing to {topic}", "QUEUE_FULL"
+                    ) from None
+                self.client.poll(min(remaining, 0.05))
+            except confluent_kafka.KafkaException as exc:
+                err = exc.args[0]
+                raise KafkaError(f"cannot produce to {topic}: {err.str()}", err.name()) from exc
+        self.client.poll(0)
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        """Serve delivery callbacks."""
+        return int(self.client.poll(timeout_s))
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for every queued record's delivery report; return how many are still pending."""
+        if self._client is None:
+            return 0
+        return int(self._client.flush(timeout_s))
+
+    def __len__(self) -> int:
+        return 0 if self._client is None else len(self._client)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        pending = self.flush()
+        if pending:
+            log.error("producer closed with %d undelivered records", pending)
+
+
+def raise_for_delivery(err: Any, topic: str) -> None:
+    """Turn a delivery-report error into a DeliveryError carrying the Kafka error code."""
+    if err is not None:
+        raise DeliveryError(f"delivery to {topic} failed: {err.str()}", err.name())

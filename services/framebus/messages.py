@@ -1,0 +1,85 @@
+"""Wire messages as frozen, typed values; `framebus.codec` maps them to and from Avro."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TensorLayout(enum.Enum):
+    """Axis order of a frame tensor."""
+
+    HWC = "HWC"
+    CHW = "CHW"
+
+
+class Compression(enum.Enum):
+    """Codec applied to a frame's tensor bytes on the wire."""
+
+    NONE = "none"
+    LZ4 = "lz4"
+    ZSTD = "zstd"
+
+
+class FrameStatus(enum.Enum):
+    """What became of a frame in the inferencer."""
+
+    INFERRED = "INFERRED"
+    DROPPED_STALE = "DROPPED_STALE"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One sampled, letterboxed frame as published on the frames topic."""
+
+    camera_id: str
+    seq: int
+    capture_ts_us: int
+    orig_width: int
+    orig_height: int
+    shape: tuple[int, ...]
+    layout: TensorLayout
+    scale: float
+    pad_x: int
+    pad_y: int
+    tensor: bytes
+    compression: Compression = Compression.NONE
+    dtype: str = "uint8"
+    pts_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Box:
+    """One detection in original-frame pixel coordinates."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    class_id: int
+    class_name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Detections:
+    """The single result record of one frame."""
+
+    camera_id: str
+    seq: int
+    capture_ts_us: int
+    status: FrameStatus
+    model_name: str
+    model_version: str
+    boxes: tuple[Box, ...] = ()
+    reason: str | None = None
+    orig_width: int = 0
+    orig_height: int = 0
+    queue_wait_ms: float = 0.0
+    inference_ms: float = 0.0
+    batch_size: int = 0
+    e2e_latency_ms: float = 0.0
+    frame_partition: int = -1
+    frame_offset: int = -1
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -1,0 +1,1 @@
+"""Inferencer service: micro-batches of frames from Kafka through ONNX Runtime to detections."""

@@ -1,0 +1,71 @@
+import copy
+
+import pytest
+
+from framebus.codec import FrameCodec, SingleObjectCodec, load_schema, schema_fingerprint
+from framebus.errors import CodecError, UnknownSchemaError
+from framebus.messages import Compression, Frame, TensorLayout
+
+
+def sample_frame() -> Frame:
+    return Frame(
+        camera_id="cam-1",
+        seq=42,
+        capture_ts_us=1_700_000_000_123_456,
+        orig_width=1920,
+        orig_height=1080,
+        shape=(640, 640, 3),
+        layout=TensorLayout.HWC,
+        scale=1 / 3,
+        pad_x=0,
+        pad_y=140,
+        tensor=bytes(range(256)) * 4,
+        compression=Compression.LZ4,
+        pts_s=1.68,
+    )
+
+
+def test_frame_codec_when_round_tripped_then_equal_and_single_object_framed() -> None:
+    codec = FrameCodec()
+    data = codec.encode(sample_frame())
+    assert data[:2] == b"\xc3\x01"
+    assert data[2:10] == schema_fingerprint(load_schema("frame"))
+    assert codec.decode(data) == sample_frame()
+
+
+def test_schema_fingerprint_when_primitive_int_then_matches_avro_spec_value() -> None:
+    # The Avro specification's CRC-64-AVRO of the schema "int" is 0x7275d51a3f395c8f;
+    # single-object encoding writes it little-endian.
+    assert schema_fingerprint("int") == (0x7275D51A3F395C8F).to_bytes(8, "little")
+
+
+def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records() -> None:
+    old = load_schema("frame")
+    new = copy.deepcopy(old)
+    new["fields"].append({"name": "site", "type": "string", "default": "unknown"})
+    old_bytes = SingleObjectCodec(old).encode(
+        FrameCodec()._codec.decode(FrameCodec().encode(sample_frame()))
+    )
+    reader = SingleObjectCodec(new, older_schemas=[old])
+    record = reader.decode(old_bytes)
+    assert record["site"] == "unknown"
+    assert record["camera_id"] == "cam-1"
+
+
+def test_codec_when_fingerprint_unknown_then_raises_clear_error() -> None:
+    data = bytearray(FrameCodec().encode(sample_frame()))
+    data[2:10] = b"\x01" * 8
+    with pytest.raises(UnknownSchemaError, match="unknown schema fingerprint 0101010101010101"):
+        FrameCodec().decode(bytes(data))
+
+
+@pytest.mark.parametrize("data", [b"", b"garbage bytes", b"\xc3\x01"])
+def test_codec_when_not_single_object_then_codec_error(data: bytes) -> None:
+    with pytest.raises(CodecError, match="C3 01"):
+        FrameCodec().decode(data)
+
+
+def test_codec_when_body_truncated_then_codec_error() -> None:
+    data = FrameCodec().encode(sample_frame())
+    with pytest.raises(CodecError, match="corrupt"):
+        FrameCodec().decode(data[:40])
