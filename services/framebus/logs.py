@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from opentelemetry import trace
+
 _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
@@ -26,6 +28,10 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 out[key] = value if isinstance(value, int | float | str | bool) else str(value)
+        if "trace_id" not in out:
+            span_ctx = trace.get_current_span().get_span_context()
+            if span_ctx.is_valid:
+                out["trace_id"] = format(span_ctx.trace_id, "032x")
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False)
