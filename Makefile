@@ -22,7 +22,7 @@ demo: install
 
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
 test: install lint test-kafka
-	$(BIN)/pytest $(PYTEST_ARGS)
+	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
