@@ -1,0 +1,1 @@
+"""Performance tools: `framebus tune` (batch-size knee) and `framebus loadtest` (many cameras)."""
