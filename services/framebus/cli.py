@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -54,13 +57,26 @@ def _topics_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT, so a service can finish its work and exit cleanly."""
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: object) -> None:
+        logging.getLogger("framebus").info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stop
+
+
 def _decoder_command(args: argparse.Namespace) -> int:
     from framebus_decoder.service import run
     from framebus_decoder.settings import DecoderSettings
 
     settings = cfg.load(DecoderSettings, os.environ, args)
     configure_logging(settings.log_level)
-    return run(settings)
+    return run(settings, _stop_on_signals())
 
 
 def _inferencer_command(args: argparse.Namespace) -> int:
@@ -69,13 +85,21 @@ def _inferencer_command(args: argparse.Namespace) -> int:
 
     settings = cfg.load(InferencerSettings, os.environ, args)
     configure_logging(settings.log_level)
-    return run(settings)
+    return run(settings, _stop_on_signals())
 
 
 def _demo_command(args: argparse.Namespace) -> int:
     from framebus.demo import DemoSettings, run_demo
 
     return run_demo(cfg.load(DemoSettings, os.environ, args))
+
+
+def _alerts_command(args: argparse.Namespace) -> int:
+    from framebus.alerts.consumer import AlertsSettings, run
+
+    settings = cfg.load(AlertsSettings, os.environ, args)
+    configure_logging(settings.log_level)
+    return run(settings)
 
 
 def _config_docs_command(args: argparse.Namespace) -> int:
@@ -87,6 +111,7 @@ def _config_docs_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line interface."""
+    from framebus.alerts.consumer import AlertsSettings
     from framebus.demo import DemoSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
@@ -132,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
             "run the whole pipeline on generated cameras and print detections",
             DemoSettings,
             _demo_command,
+        ),
+        (
+            "alerts",
+            "evaluate zone rules on detections and publish alerts",
+            AlertsSettings,
+            _alerts_command,
         ),
     )
     for name, help_text, settings_cls, func in commands:

@@ -8,24 +8,27 @@ summary once every published frame has its detections record.
 
 from __future__ import annotations
 
-import os
+import json
 import statistics
-import subprocess
 import sys
 import time
-from collections import Counter
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import confluent_kafka
-import yaml
-
-from framebus.codec import DetectionsCodec
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.localkafka import LocalKafka
-from framebus.messages import Detections, FrameStatus
+from framebus.messages import Detections
+from framebus.pipeline import (
+    CameraSpec,
+    PipelineProcesses,
+    detections_reader,
+    watch_detections,
+    write_cameras_file,
+)
+from framebus.runstats import RunStats, percentile
 from framebus.settings import check, setting
 from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
@@ -79,34 +82,27 @@ def _prepare_inputs(settings: DemoSettings) -> tuple[Path, Path]:
     return video, model
 
 
-def _detections_consumer(settings: DemoSettings, start_ms: int) -> confluent_kafka.Consumer:
-    """A reader of the detections topic positioned at the records produced after `start_ms`."""
-    consumer = confluent_kafka.Consumer(
-        {
-            **settings.kafka.client_config(),
-            "group.id": f"framebus-demo-{os.getpid()}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
+def _show(stats: RunStats, recent: deque[str], live: bool) -> None:
+    if live:  # redraw in place on a terminal
+        sys.stdout.write(
+            "\x1b[H\x1b[2J" + stats.table() + "\n\nlatest detections:\n" + "\n".join(recent) + "\n"
+        )
+        sys.stdout.flush()
+    else:
+        print("\n" + stats.table() + "\n", flush=True)
+
+
+def _line(det: Detections) -> str:
+    boxes = (
+        ", ".join(
+            f"{b.class_name} {b.score:.2f} [{b.x1:.0f},{b.y1:.0f},{b.x2:.0f},{b.y2:.0f}]"
+            for b in det.boxes
+        )
+        or "nothing"
     )
-    topic = settings.topics.detections_topic
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    wanted = [confluent_kafka.TopicPartition(topic, p, start_ms) for p in meta.partitions]
-    positions = consumer.offsets_for_times(wanted, timeout=10)
-    for tp in positions:
-        if tp.offset < 0:  # nothing after start_ms yet: read from the end
-            tp.offset = confluent_kafka.OFFSET_END
-    consumer.assign(positions)
-    return consumer
-
-
-def _spawn(command: str, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    log = log_path.open("wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "framebus.cli", command],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    return (
+        f"{det.camera_id} #{det.seq:<4} {det.status.value:<13} {det.e2e_latency_ms:7.1f} ms  "
+        f"batch {det.batch_size}  {boxes}"
     )
 
 
@@ -115,81 +111,95 @@ def run_demo(settings: DemoSettings) -> int:
     _ensure_kafka(settings)
     ensure_topics(settings.kafka, framebus_topics(settings.topics, 6, 6))
     video, model = _prepare_inputs(settings)
-    cams = [{"id": f"demo-cam-{i}", "url": str(video)} for i in range(settings.cameras)]
-    cameras_file = settings.output_dir / "cameras.yaml"
-    cameras_file.write_text(yaml.safe_dump({"cameras": cams}), encoding="utf-8")
-    env = {
-        **os.environ,
-        "FRAMEBUS_BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-        "FRAMEBUS_FRAMES_TOPIC": settings.topics.frames_topic,
-        "FRAMEBUS_DETECTIONS_TOPIC": settings.topics.detections_topic,
-        "FRAMEBUS_DEADLETTER_TOPIC": settings.topics.deadletter_topic,
-    }
-    consumer = _detections_consumer(settings, int(time.time() * 1000))
-    inferencer = _spawn(
-        "inferencer",
-        {**env, "FRAMEBUS_MODEL_PATH": str(model), "FRAMEBUS_STOP_AFTER_IDLE_S": "20"},
-        settings.output_dir / "inferencer.log",
+    out = settings.output_dir
+    cameras = [
+        CameraSpec(f"demo-cam-{i}", str(video), settings.target_fps)
+        for i in range(settings.cameras)
+    ]
+    cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
+    expected = settings.cameras * settings.frames_per_camera
+    started_us = time.time_ns() // 1000
+    consumer = detections_reader(
+        settings.kafka, settings.topics.detections_topic, started_us // 1000
     )
-    decoder = _spawn(
-        "decoder",
-        {
-            **env,
+    stats = RunStats()
+    recent: deque[str] = deque(maxlen=10)
+    live = sys.stdout.isatty()
+
+    def on_record(det: Detections) -> None:
+        if det.capture_ts_us < started_us:
+            return  # a frame left over from an earlier run, replayed by at-least-once delivery
+        stats.add(det)
+        recent.append(_line(det))
+        if not live:
+            print(recent[-1], flush=True)
+
+    processes = PipelineProcesses(
+        settings.kafka,
+        settings.topics,
+        out,
+        decoder_env={
             "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
-            "FRAMEBUS_TARGET_FPS": str(settings.target_fps),
             "FRAMEBUS_MAX_FRAMES": str(settings.frames_per_camera),
             "FRAMEBUS_LOOP": "true",
         },
-        settings.output_dir / "decoder.log",
+        inferencer_env={"FRAMEBUS_MODEL_PATH": str(model), "FRAMEBUS_STOP_AFTER_IDLE_S": "30"},
     )
-    expected = settings.cameras * settings.frames_per_camera
-    codec = DetectionsCodec()
-    received: list[Detections] = []
     deadline = time.monotonic() + settings.timeout_s
     try:
-        while len(received) < expected and time.monotonic() < deadline:
-            if inferencer.poll() is not None:
-                break
-            for msg in consumer.consume(64, 0.5):
-                if msg.error() is None:
-                    det = codec.decode(msg.value() or b"")
-                    received.append(det)
-                    _print_detection(det)
+        with processes:
+            watch_detections(
+                consumer,
+                on_record,
+                until=lambda: (
+                    stats.total >= expected
+                    or time.monotonic() > deadline
+                    or "inferencer" in processes.exited()
+                ),
+                tick=lambda: _show(stats, recent, live),
+            )
+            codes = processes.stop()
     finally:
         consumer.close()
-        for proc in (decoder, inferencer):
-            if proc.poll() is None:
-                proc.terminate()
-            proc.wait(timeout=30)
-    return _summarize(received, expected, settings.output_dir)
+    _show(stats, recent, live)
+    return _summarize(stats, expected, out, codes)
 
 
-def _print_detection(det: Detections) -> None:
-    boxes = (
-        ", ".join(
-            f"{b.class_name} {b.score:.2f} [{b.x1:.0f},{b.y1:.0f},{b.x2:.0f},{b.y2:.0f}]"
-            for b in det.boxes
-        )
-        or "nothing"
-    )
-    print(
-        f"{det.camera_id} #{det.seq:<4} {det.status.value:<13} {det.e2e_latency_ms:7.1f} ms  "
-        f"batch {det.batch_size}  {boxes}",
-        flush=True,
-    )
-
-
-def _summarize(received: list[Detections], expected: int, out: Path) -> int:
-    statuses = Counter(d.status for d in received)
-    latencies = [d.e2e_latency_ms for d in received if d.status is FrameStatus.INFERRED]
-    mean = statistics.fmean(latencies) if latencies else float("nan")
+def _summarize(stats: RunStats, expected: int, out: Path, codes: dict[str, int]) -> int:
+    statuses = stats.statuses()
+    latencies = stats.all_latencies()
+    summary = {
+        "frames_published": expected,
+        "detections_records": stats.total,
+        "by_status": dict(statuses),
+        "boxes": sum(c.boxes for c in stats.cameras.values()),
+        "latency_ms": {
+            "mean": statistics.fmean(latencies) if latencies else None,
+            "p50": percentile(latencies, 50),
+            "p99": percentile(latencies, 99),
+        },
+        "batch_sizes": dict(sorted(stats.all_batch_sizes().items())),
+        "exit_codes": codes,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print("\nsummary")
-    print(f"  frames in (published): {expected}")
+    print(f"  frames in (published):  {expected}")
     print(
-        f"  detections out:        {len(received)} "
-        f"({', '.join(f'{s.value} {n}' for s, n in statuses.items()) or 'none'})"
+        f"  detections out:         {stats.total} ({', '.join(f'{s} {n}' for s, n in statuses.items()) or 'none'})"
     )
-    print(f"  boxes:                 {sum(len(d.boxes) for d in received)}")
-    print(f"  mean latency:          {mean:.1f} ms (capture -> detections produced)")
-    print(f"  logs and inputs in:    {out.resolve()}")
-    return 0 if len(received) >= expected else 1
+    print(f"  boxes:                  {summary['boxes']}")
+    mean = summary["latency_ms"]["mean"]  # type: ignore[index]
+    print(
+        f"  mean latency:           {mean if mean is None else round(mean, 1)} ms "
+        f"(p50 {percentile(latencies, 50):.0f}, p99 {percentile(latencies, 99):.0f}; capture -> result)"
+    )
+    print(
+        f"  wrote:                  {out.resolve()}/summary.json, decoder.log, inferencer.log, cameras.yaml"
+    )
+    for name, code in codes.items():
+        if code not in (0, -15):  # -15: stopped by our SIGTERM
+            log_tail = (out / f"{name}.log").read_text(errors="replace").splitlines()[-8:]
+            print(
+                f"  {name} exited with code {code}; last lines of its log:", *log_tail, sep="\n    "
+            )
+    return 0 if stats.total >= expected else 1

@@ -1,0 +1,148 @@
+"""Run the decoder and inferencer as separate processes and watch the detections topic.
+
+Shared by `framebus demo` and `framebus loadtest`: both start the real services on the real
+broker, exactly as an operator would, and read what comes out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import confluent_kafka
+import yaml
+
+from framebus.codec import DetectionsCodec
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.messages import Detections
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """One simulated camera for a pipeline run."""
+
+    id: str
+    url: str
+    target_fps: float
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def write_cameras_file(path: Path, cameras: list[CameraSpec]) -> Path:
+    """The decoder's cameras file for these cameras."""
+    doc = {
+        "cameras": [
+            {"id": c.id, "url": c.url, "target_fps": c.target_fps, **c.options} for c in cameras
+        ]
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def detections_reader(kafka: KafkaSettings, topic: str, start_ms: int) -> confluent_kafka.Consumer:
+    """A consumer of `topic` positioned at the first record produced at or after `start_ms`."""
+    consumer = confluent_kafka.Consumer(
+        {
+            **kafka.client_config(),
+            "group.id": f"framebus-watch-{os.getpid()}-{start_ms}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    wanted = [confluent_kafka.TopicPartition(topic, p, start_ms) for p in meta.partitions]
+    positions = consumer.offsets_for_times(wanted, timeout=10)
+    for tp in positions:
+        if tp.offset < 0:  # nothing produced since start_ms yet: start at the end
+            tp.offset = confluent_kafka.OFFSET_END
+    consumer.assign(positions)
+    return consumer
+
+
+class PipelineProcesses:
+    """`framebus decoder` and `framebus inferencer` as child processes, logs to files."""
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        topics: TopicSettings,
+        log_dir: Path,
+        decoder_env: Mapping[str, str],
+        inferencer_env: Mapping[str, str],
+    ) -> None:
+        base = {
+            **os.environ,
+            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "FRAMEBUS_FRAMES_TOPIC": topics.frames_topic,
+            "FRAMEBUS_DETECTIONS_TOPIC": topics.detections_topic,
+            "FRAMEBUS_DEADLETTER_TOPIC": topics.deadletter_topic,
+        }
+        self.log_dir = log_dir
+        self._envs = {"inferencer": {**base, **inferencer_env}, "decoder": {**base, **decoder_env}}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> PipelineProcesses:
+        """Start the inferencer first (it warms up), then the decoder."""
+        for name in ("inferencer", "decoder"):
+            log = (self.log_dir / f"{name}.log").open("wb")
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "framebus.cli", name],
+                env=self._envs[name],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+        return self
+
+    def exited(self) -> dict[str, int]:
+        """Exit codes of the processes that have ended."""
+        return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+
+    def stop(self, timeout_s: float = 30.0) -> dict[str, int]:
+        """SIGTERM both (decoder first), wait, SIGKILL stragglers; return exit codes."""
+        for name in ("decoder", "inferencer"):
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        return {n: p.returncode for n, p in self.procs.items()}
+
+    def __enter__(self) -> PipelineProcesses:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def watch_detections(
+    consumer: confluent_kafka.Consumer,
+    on_record: Callable[[Detections], None],
+    until: Callable[[], bool],
+    tick: Callable[[], None] = lambda: None,
+    tick_every_s: float = 1.0,
+) -> None:
+    """Feed every detections record to `on_record` until `until()` is true; `tick` once a second."""
+    codec = DetectionsCodec()
+    next_tick = time.monotonic() + tick_every_s
+    while not until():
+        for msg in consumer.consume(256, 0.2):
+            if msg.error() is None:
+                on_record(codec.decode(msg.value() or b""))
+        if time.monotonic() >= next_tick:
+            tick()
+            next_tick = time.monotonic() + tick_every_s
