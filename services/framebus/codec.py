@@ -18,12 +18,14 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from framebus.errors import CodecError, UnknownSchemaError
 from framebus.messages import (
+    Alert,
     Box,
     Compression,
     Detections,
     Frame,
     FrameStatus,
     TensorLayout,
+    ZoneAnchor,
 )
 
 MAGIC = b"\xc3\x01"
@@ -205,4 +207,50 @@ class DetectionsCodec:
             e2e_latency_ms=r["e2e_latency_ms"],
             frame_partition=r["frame_partition"],
             frame_offset=r["frame_offset"],
+        )
+
+
+class AlertCodec:
+    """Alert <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        self._codec = SingleObjectCodec(load_schema("alert", schemas_dir))
+
+    def encode(self, alert: Alert) -> bytes:
+        """Serialize an alert record."""
+        return self._codec.encode(
+            {
+                "rule": alert.rule,
+                "camera_id": alert.camera_id,
+                "seq": alert.seq,
+                "capture_ts_us": alert.capture_ts_us,
+                "fired_at_us": alert.fired_at_us,
+                "consecutive_frames": alert.consecutive_frames,
+                "zone": [{"x": x, "y": y} for x, y in alert.zone],
+                "anchor": alert.anchor.value,
+                "boxes": [b.__dict__ for b in alert.boxes],
+                "model_name": alert.model_name,
+                "model_version": alert.model_version,
+                "detections_partition": alert.detections_partition,
+                "detections_offset": alert.detections_offset,
+            }
+        )
+
+    def decode(self, data: bytes) -> Alert:
+        """Parse an alert record."""
+        r = self._codec.decode(data)
+        return Alert(
+            rule=r["rule"],
+            camera_id=r["camera_id"],
+            seq=r["seq"],
+            capture_ts_us=_micros(r["capture_ts_us"]),
+            fired_at_us=_micros(r["fired_at_us"]),
+            consecutive_frames=r["consecutive_frames"],
+            zone=tuple((p["x"], p["y"]) for p in r["zone"]),
+            anchor=ZoneAnchor(r["anchor"]),
+            boxes=tuple(Box(**b) for b in r["boxes"]),
+            model_name=r["model_name"],
+            model_version=r["model_version"],
+            detections_partition=r["detections_partition"],
+            detections_offset=r["detections_offset"],
         )

@@ -19,6 +19,7 @@ This file is generated: `framebus config-docs > docs/configuration.md` (a test c
 
 def configuration_reference() -> str:
     """The whole reference as Markdown."""
+    from framebus.alerts.consumer import AlertsSettings
     from framebus.demo import DemoSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
@@ -27,6 +28,7 @@ def configuration_reference() -> str:
         "decoder": DecoderSettings,
         "inferencer": InferencerSettings,
         "demo": DemoSettings,
+        "alerts": AlertsSettings,
     }
     parts = [
         HEADER,

@@ -83,3 +83,29 @@ class Detections:
     frame_partition: int = -1
     frame_offset: int = -1
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+
+class ZoneAnchor(enum.Enum):
+    """Which point of a box must lie in an alert zone for the box to count as in it."""
+
+    BOTTOM_CENTER = "BOTTOM_CENTER"
+    CENTER = "CENTER"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert rule fired on a camera (`schemas/alert.avsc`)."""
+
+    rule: str
+    camera_id: str
+    seq: int
+    capture_ts_us: int
+    fired_at_us: int
+    consecutive_frames: int
+    zone: tuple[tuple[float, float], ...]
+    anchor: ZoneAnchor
+    boxes: tuple[Box, ...]
+    model_name: str = ""
+    model_version: str = ""
+    detections_partition: int = -1
+    detections_offset: int = -1

@@ -1,0 +1,1 @@
+"""An example downstream consumer of the detections topic: zone rules that publish alerts."""

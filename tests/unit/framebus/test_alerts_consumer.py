@@ -1,0 +1,124 @@
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from framebus.alerts.consumer import AlertProcessor, AlertsSettings, alert_json
+from framebus.alerts.rules import Rule
+from framebus.codec import AlertCodec, DetectionsCodec
+from framebus.errors import CodecError, ConfigError
+from framebus.messages import Box, Detections, FrameStatus
+from framebus.settings import load
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_SPAN_ID = "00f067aa0ba902b7"
+ZONE = ((0.0, 0.0), (100.0, 0.0), (100.0, 100.0), (0.0, 100.0))
+
+
+@dataclass
+class StubMessage:
+    """A consumed Kafka message (satisfies framebus.kafka.consumer.MessageProto)."""
+
+    payload: bytes
+    hdrs: list[tuple[str, bytes]] = field(default_factory=list)
+    off: int = 0
+
+    def value(self) -> bytes | None:
+        return self.payload
+
+    def key(self) -> bytes | None:
+        return b"cam-1"
+
+    def topic(self) -> str | None:
+        return "framebus.detections"
+
+    def partition(self) -> int | None:
+        return 2
+
+    def offset(self) -> int | None:
+        return self.off
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self.hdrs
+
+    def error(self) -> Any:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (0, 0)
+
+
+def detections_message(seq: int, traceparent: str | None = None) -> StubMessage:
+    record = Detections(
+        camera_id="cam-1",
+        seq=seq,
+        capture_ts_us=1_700_000_000_000_000 + seq,
+        status=FrameStatus.INFERRED,
+        model_name="m",
+        model_version="1",
+        boxes=(Box(40, 40, 60, 60, 0, "person", 0.9),),
+    )
+    headers = [("traceparent", traceparent.encode())] if traceparent else []
+    return StubMessage(DetectionsCodec().encode(record), headers, off=100 + seq)
+
+
+def test_processor_when_alert_fires_then_span_continues_frame_trace_and_goes_into_headers() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    processor = AlertProcessor(
+        [Rule(name="r", zone=ZONE, min_consecutive=2)], provider.get_tracer("test")
+    )
+    traceparent = f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"
+
+    assert processor.handle(detections_message(0, traceparent)) == []
+    [(alert, headers)] = processor.handle(detections_message(1, traceparent))
+
+    [span] = exporter.get_finished_spans()
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_SPAN_ID
+    assert span.attributes is not None and span.attributes["framebus.rule"] == "r"
+    sent = dict(headers)["traceparent"].decode()
+    assert sent == f"00-{TRACE_ID}-{format(span.context.span_id, '016x')}-01"
+    assert (alert.seq, alert.detections_partition, alert.detections_offset) == (1, 2, 101)
+
+
+def test_processor_when_no_traceparent_then_alert_starts_its_own_trace() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    processor = AlertProcessor([Rule(name="r", zone=ZONE)], provider.get_tracer("test"))
+    [(_alert, headers)] = processor.handle(detections_message(0))
+    [span] = exporter.get_finished_spans()
+    assert span.parent is None
+    assert TRACE_ID not in dict(headers)["traceparent"].decode()
+
+
+def test_processor_when_message_not_detections_then_codec_error() -> None:
+    processor = AlertProcessor([Rule(name="r", zone=ZONE)])
+    with pytest.raises(CodecError):
+        processor.handle(StubMessage(b"not avro at all"))
+
+
+def test_alert_codec_when_round_trip_then_equal_and_json_line_readable() -> None:
+    processor = AlertProcessor([Rule(name="r", zone=ZONE)])
+    [(alert, _)] = processor.handle(detections_message(3))
+    codec = AlertCodec()
+    assert codec.decode(codec.encode(alert)) == alert
+    printed = json.loads(alert_json(alert))
+    assert printed["rule"] == "r" and printed["seq"] == 3 and printed["anchor"] == "BOTTOM_CENTER"
+
+
+def test_alerts_settings_when_from_env_then_topic_and_rules_set_and_validated(
+    tmp_path: Any,
+) -> None:
+    loaded = load(
+        AlertsSettings, {"FRAMEBUS_ALERTS_TOPIC": "site.alerts", "FRAMEBUS_RULES": "r.yaml"}
+    )
+    assert loaded.alerts_topic == "site.alerts" and str(loaded.rules) == "r.yaml"
+    with pytest.raises(ConfigError, match="FRAMEBUS_ALERTS_PARTITIONS"):
+        load(AlertsSettings, {"FRAMEBUS_ALERTS_PARTITIONS": "0"})
