@@ -1,4 +1,11 @@
-"""Letterbox a decoded RGB frame into a reused model-input buffer."""
+"""Letterbox decoded frames straight into reused model-input buffers, in uint8.
+
+The fast path resizes the decoded YUV 4:2:0 planes with OpenCV and converts only the small result
+to RGB, in place in the buffer: measured on a 1080p H.264 frame it is ~3x faster than converting
+the full frame to RGB first and ~4x faster than PyAV's `reformat` (swscale). See
+docs/benchmarks.md. Buffers are allocated once per camera: a fresh 1.2 MB array per frame costs
+page faults that cost more than the copy itself.
+"""
 
 from __future__ import annotations
 
@@ -7,34 +14,104 @@ import numpy as np
 import numpy.typing as npt
 
 from framebus.letterbox import PAD_VALUE, Letterbox
+from framebus.messages import TensorLayout
+
+U8 = npt.NDArray[np.uint8]
 
 
 class LetterboxBuffer:
-    """One model-input buffer per camera, reused for every frame (no per-frame allocation)."""
+    """One model-input buffer (HWC, or CHW on request), reused for every frame it holds."""
 
-    def __init__(self, width: int, height: int) -> None:
+    def __init__(self, width: int, height: int, layout: TensorLayout = TensorLayout.HWC) -> None:
         self.width = width
         self.height = height
-        self.buffer = np.full((height, width, 3), PAD_VALUE, dtype=np.uint8)
+        self.layout = layout
+        self.hwc: U8 = np.full((height, width, 3), PAD_VALUE, dtype=np.uint8)
+        self.chw: U8 | None = (
+            np.full((3, height, width), PAD_VALUE, dtype=np.uint8)
+            if layout is TensorLayout.CHW
+            else None
+        )
         self._geometry: Letterbox | None = None
         self._source_size: tuple[int, int] | None = None
+        self._i420: U8 | None = None  # scratch for the resized planes
+        self._rgb: U8 | None = None  # scratch, only for odd resized sizes
+
+    @property
+    def tensor(self) -> U8:
+        """The buffer in the configured layout (what goes on the wire)."""
+        return self.chw if self.chw is not None else self.hwc
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of `tensor`."""
+        return tuple(self.tensor.shape)
 
     def geometry(self, src_width: int, src_height: int) -> Letterbox:
         """The letterbox for this source size; the padding is repainted only when it changes."""
         if self._source_size != (src_width, src_height) or self._geometry is None:
             self._geometry = Letterbox.fit(src_width, src_height, self.width, self.height)
             self._source_size = (src_width, src_height)
-            self.buffer.fill(PAD_VALUE)
+            self.hwc.fill(PAD_VALUE)
+            if self.chw is not None:
+                self.chw.fill(PAD_VALUE)
         return self._geometry
 
-    def fill(self, rgb: npt.NDArray[np.uint8]) -> Letterbox:
-        """Resize `rgb` (H, W, 3) into the buffer's letterbox window; return the geometry."""
-        h, w = rgb.shape[:2]
-        lb = self.geometry(w, h)
-        window = self.buffer[
+    def _window(self, lb: Letterbox) -> U8:
+        return self.hwc[
             lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width
         ]
+
+    def fill_rgb(self, rgb: U8) -> Letterbox:
+        """Resize an RGB frame (H, W, 3) into the letterbox window; return the geometry."""
+        h, w = rgb.shape[:2]
+        lb = self.geometry(w, h)
         cv2.resize(
-            rgb, (lb.resized_width, lb.resized_height), dst=window, interpolation=cv2.INTER_AREA
+            rgb,
+            (lb.resized_width, lb.resized_height),
+            dst=self._window(lb),
+            interpolation=cv2.INTER_AREA,
         )
+        self._to_layout()
         return lb
+
+    def fill_i420(self, y: U8, u: U8, v: U8) -> Letterbox:
+        """Resize the Y, U, V planes of a 4:2:0 frame and convert only the result to RGB.
+
+        `y` is (H, W) and `u`, `v` are ((H+1)//2, (W+1)//2); row strides may be padded.
+        Colours follow BT.601 limited range, what H.264 cameras send unless they say otherwise.
+        """
+        h, w = y.shape
+        lb = self.geometry(w, h)
+        rw, rh = lb.resized_width, lb.resized_height
+        ew, eh = rw + (rw & 1), rh + (rh & 1)  # 4:2:0 needs even sizes
+        if self._i420 is None or self._i420.shape != (eh * 3 // 2, ew):
+            self._i420 = np.empty((eh * 3 // 2, ew), dtype=np.uint8)
+        flat = self._i420.reshape(-1)
+        quarter = (eh // 2) * (ew // 2)
+        y_dst = flat[: ew * eh].reshape(eh, ew)
+        u_dst = flat[ew * eh : ew * eh + quarter].reshape(eh // 2, ew // 2)
+        v_dst = flat[ew * eh + quarter :].reshape(eh // 2, ew // 2)
+        cv2.resize(y, (ew, eh), dst=y_dst, interpolation=cv2.INTER_AREA)
+        cv2.resize(u, (ew // 2, eh // 2), dst=u_dst, interpolation=cv2.INTER_AREA)
+        cv2.resize(v, (ew // 2, eh // 2), dst=v_dst, interpolation=cv2.INTER_AREA)
+        window = self._window(lb)
+        if (ew, eh) == (rw, rh):
+            cv2.cvtColor(self._i420, cv2.COLOR_YUV2RGB_I420, dst=window)
+        else:
+            if self._rgb is None or self._rgb.shape != (eh, ew, 3):
+                self._rgb = np.empty((eh, ew, 3), dtype=np.uint8)
+            cv2.cvtColor(self._i420, cv2.COLOR_YUV2RGB_I420, dst=self._rgb)
+            np.copyto(window, self._rgb[:rh, :rw])
+        self._to_layout()
+        return lb
+
+    def _to_layout(self) -> None:
+        if self.chw is not None:
+            np.copyto(self.chw, self.hwc.transpose(2, 0, 1))
+
+
+def plane(data: memoryview | bytes, height: int, width: int, line_size: int) -> U8:
+    """A zero-copy (height, width) view of one image plane whose rows are `line_size` apart."""
+    arr: U8 = np.frombuffer(data, dtype=np.uint8)
+    return arr[: height * line_size].reshape(height, line_size)[:, :width]

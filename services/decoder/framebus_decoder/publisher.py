@@ -1,78 +1,193 @@
-"""Encode letterboxed frames and publish them keyed by camera id."""
+"""The publishing thread: takes each camera's pending frames in turn, numbers, encodes, produces.
+
+Camera workers never call the producer: they hand frames over through their `PendingQueue`, so a
+full librdkafka queue turns into each camera's backpressure policy instead of an unbounded wait.
+Sequence numbers are given here, so a frame dropped before publishing does not consume one.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from framebus.codec import FrameCodec
-from framebus.kafka.producer import Producer
+from framebus.errors import KafkaError
+from framebus.kafka.producer import Producer, ProducerQueueFullError
 from framebus.letterbox import Letterbox
-from framebus.messages import Compression, Frame, TensorLayout
+from framebus.messages import Compression, TensorLayout
+from framebus_decoder.pending import PendingQueue, PutResult
+from framebus_decoder.settings import BackpressurePolicy
+from framebus_decoder.stats import DecoderStats
+from framebus_decoder.wire import FrameEncoder
 
 log = logging.getLogger(__name__)
 
 
-class FramePublisher:
-    """Publishes frames and counts delivery results per camera."""
+@dataclass(frozen=True)
+class PendingFrame:
+    """A letterboxed frame waiting for the producer; `release` returns its buffer to the pool."""
 
-    def __init__(self, producer: Producer, topic: str, compression: Compression) -> None:
+    camera_id: str
+    capture_ts_us: int
+    pts_s: float | None
+    orig_size: tuple[int, int]
+    letterbox: Letterbox
+    shape: tuple[int, ...]
+    layout: TensorLayout
+    compression: Compression
+    tensor: bytes | memoryview
+    release: Callable[[], None]
+
+
+class FramePublisher:
+    """Owns the per-camera queues and the thread that drains them into one Kafka producer."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        stats: DecoderStats,
+        capacity: int,
+    ) -> None:
         self._producer = producer
         self._topic = topic
-        self._codec = FrameCodec()
-        self._compression = compression
-        self._lock = threading.Lock()
-        self.delivered: Counter[str] = Counter()
-        self.failed: Counter[str] = Counter()
+        self._stats = stats
+        self._capacity = capacity
+        self._encoder = FrameEncoder()
+        self._cond = threading.Condition()
+        self._queues: dict[str, PendingQueue[PendingFrame]] = {}
+        self._next_seq: dict[str, int] = {}  # kept across camera restarts: seq never goes back
+        self._closing = False
+        self._abort = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
+        self.errors = 0
 
-    def publish(
-        self,
-        camera_id: str,
-        seq: int,
-        capture_ts_us: int,
-        pts_s: float | None,
-        orig_size: tuple[int, int],
-        lb: Letterbox,
-        tensor: npt.NDArray[np.uint8],
-    ) -> None:
-        """Encode one frame and queue it; the delivery report is counted when it arrives."""
-        frame = Frame(
-            camera_id=camera_id,
-            seq=seq,
-            capture_ts_us=capture_ts_us,
-            pts_s=pts_s,
-            orig_width=orig_size[0],
-            orig_height=orig_size[1],
-            shape=tuple(tensor.shape),
-            layout=TensorLayout.HWC,
-            scale=lb.scale,
-            pad_x=lb.pad_x,
-            pad_y=lb.pad_y,
-            compression=self._compression,
-            tensor=tensor.tobytes(),
-        )
-        self._producer.produce(
-            self._topic,
-            self._codec.encode(frame),
-            key=camera_id,
-            on_delivery=self._on_delivery(camera_id),
-            block_s=30.0,
-        )
+    def start(self) -> None:
+        """Start the publishing thread."""
+        self._thread.start()
 
-    def _on_delivery(self, camera_id: str) -> Any:
+    def queue_for(self, camera_id: str, policy: BackpressurePolicy) -> PendingQueue[PendingFrame]:
+        """The camera's pending queue (created on first use, reused when a camera restarts)."""
+        with self._cond:
+            q = self._queues.get(camera_id)
+            if q is None or q.closed:
+                q = self._queues[camera_id] = PendingQueue(self._capacity, policy, self._cond)
+            q.policy = policy
+            return q
+
+    def submit(
+        self, frame: PendingFrame, policy: BackpressurePolicy, stop: threading.Event
+    ) -> PutResult[PendingFrame]:
+        """Queue a frame; apply the backpressure policy and count what it drops."""
+        result = self.queue_for(frame.camera_id, policy).put(frame, stop)
+        for dropped in result.dropped:
+            dropped.release()
+            reason = "shutdown" if result.waited else f"backpressure_{policy.value}"
+            self._stats.drop(frame.camera_id, reason)
+        return result
+
+    def _next(self) -> PendingFrame | None:
+        """The next frame, taking cameras in turn so a busy one cannot starve the others."""
+        with self._cond:
+            for _ in range(2):
+                for cid in list(self._queues):
+                    q = self._queues[cid]
+                    item = q.pop()
+                    if item is not None:
+                        # Rotate: this camera goes to the back of the order.
+                        self._queues[cid] = self._queues.pop(cid)
+                        return item
+                if self._closing:
+                    return None
+                self._cond.wait(0.05)
+            return None
+
+    def _loop(self) -> None:
+        while not self._abort.is_set():
+            frame = self._next()
+            if frame is None:
+                self._producer.poll(0)
+                with self._cond:
+                    if self._closing and not any(len(q) for q in self._queues.values()):
+                        return
+                continue
+            self._publish(frame)
+
+    def _publish(self, frame: PendingFrame) -> None:
+        cid = frame.camera_id
+        seq = self._next_seq.get(cid, 0)
+        try:
+            value = self._encoder.encode(
+                camera_id=cid,
+                seq=seq,
+                capture_ts_us=frame.capture_ts_us,
+                pts_s=frame.pts_s,
+                orig_width=frame.orig_size[0],
+                orig_height=frame.orig_size[1],
+                shape=frame.shape,
+                layout=frame.layout,
+                scale=frame.letterbox.scale,
+                pad_x=frame.letterbox.pad_x,
+                pad_y=frame.letterbox.pad_y,
+                compression=frame.compression,
+                tensor=frame.tensor,
+            )
+        finally:
+            frame.release()
+        while True:
+            try:
+                self._producer.produce(
+                    self._topic, value, key=cid, on_delivery=self._on_delivery(cid), block_s=0.5
+                )
+                break
+            except ProducerQueueFullError:
+                # librdkafka's queue is full: the pending queues fill and the policies act.
+                if self._abort.is_set():
+                    self._stats.drop(cid, "shutdown")
+                    return
+            except KafkaError as exc:
+                self.errors += 1
+                self._stats.error(cid, "produce_failed", str(exc))
+                self._stats.drop(cid, "produce_failed")
+                log.error("cannot produce frame: %s", exc, extra={"camera_id": cid})
+                return
+        self._next_seq[cid] = seq + 1
+        self._stats.incr(cid, "published")
+
+    def _on_delivery(self, camera_id: str) -> Callable[[Any, Any], None]:
         def report(err: Any, _msg: Any) -> None:
-            with self._lock:
-                if err is None:
-                    self.delivered[camera_id] += 1
-                else:
-                    self.failed[camera_id] += 1
-                    log.error(
-                        "frame delivery failed: %s", err.str(), extra={"camera_id": camera_id}
-                    )
+            if err is None:
+                self._stats.incr(camera_id, "delivered")
+                return
+            self._stats.incr(camera_id, "delivery_failed")
+            self._stats.error(camera_id, "delivery_failed", err.str())
+            log.error(
+                "frame delivery failed: %s [%s]",
+                err.str(),
+                err.name(),
+                extra={"camera_id": camera_id},
+            )
 
         return report
+
+    def close(self, timeout_s: float) -> int:
+        """Publish what is queued (within `timeout_s`), flush, stop; return records undelivered."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self._abort.set()
+            self._thread.join(5.0)
+        with self._cond:
+            for cid, q in self._queues.items():
+                rest = q.close()
+                for frame in rest:
+                    frame.release()
+                if rest:
+                    self._stats.drop(cid, "shutdown", len(rest))
+        return self._producer.flush(max(0.5, deadline - time.monotonic()))

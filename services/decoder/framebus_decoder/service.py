@@ -1,79 +1,236 @@
-"""The decoder service: one worker thread per camera, all publishing through one producer."""
+"""The decoder service: one worker thread per camera, one publishing thread, one Kafka producer.
+
+The main thread supervises: it applies changes of the cameras file (add, remove, restart a
+camera without touching the others), logs a per-camera summary, and ends when every camera has
+ended or `stop` is set.
+"""
 
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
+from pathlib import Path
 
-from framebus.errors import SourceError
+from framebus.errors import ConfigError
 from framebus.kafka.producer import Producer
-from framebus_decoder.cameras import Camera, load_cameras
-from framebus_decoder.preprocess import LetterboxBuffer
+from framebus.messages import TensorLayout
+from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
 from framebus_decoder.publisher import FramePublisher
-from framebus_decoder.sampler import FpsSampler
 from framebus_decoder.settings import DecoderSettings
-from framebus_decoder.source import iterate_frames
+from framebus_decoder.source import SourceOptions
+from framebus_decoder.stats import CameraState, DecoderStats
+from framebus_decoder.worker import CameraWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
 
-
-def run_camera(
-    camera: Camera, settings: DecoderSettings, publisher: FramePublisher, stop: threading.Event
-) -> int:
-    """Decode, sample, letterbox and publish one camera until its source ends; return frames sent."""
-    buffer = LetterboxBuffer(settings.input_width, settings.input_height)
-    sampler = FpsSampler(camera.target_fps)
-    seq = 0
-    while not stop.is_set():
-        for decoded in iterate_frames(camera.url):
-            if stop.is_set():
-                break
-            capture_ts_us = time.time_ns() // 1000
-            if not sampler.accept(decoded.pts_s):
-                continue
-            lb = buffer.fill(decoded.rgb)
-            h, w = decoded.rgb.shape[:2]
-            publisher.publish(
-                camera.id, seq, capture_ts_us, decoded.pts_s, (w, h), lb, buffer.buffer
-            )
-            seq += 1
-            if settings.max_frames and seq >= settings.max_frames:
-                return seq
-        if not settings.loop:
-            break
-        sampler = FpsSampler(camera.target_fps)
-    return seq
+SUMMARY_EVERY_S = 30.0
 
 
-def run(settings: DecoderSettings, stop: threading.Event | None = None) -> int:
-    """Run every camera to completion (or until `stop` is set); return a process exit code."""
-    cameras = load_cameras(settings)
-    stop = stop or threading.Event()
-    failures: list[str] = []
-    with Producer(settings.kafka) as producer:
-        publisher = FramePublisher(producer, settings.topics.frames_topic, settings.compression)
-
-        def work(camera: Camera) -> None:
-            try:
-                sent = run_camera(camera, settings, publisher, stop)
-                log.info("camera finished", extra={"camera_id": camera.id, "frames": sent})
-            except SourceError as exc:
-                failures.append(camera.id)
-                log.error("camera failed: %s", exc, extra={"camera_id": camera.id})
-
-        threads = [threading.Thread(target=work, args=(c,), name=f"cam-{c.id}") for c in cameras]
-        for t in threads:
-            t.start()
-        try:
-            while any(t.is_alive() for t in threads):
-                producer.poll(0.1)
-        except KeyboardInterrupt:
-            stop.set()
-        for t in threads:
-            t.join()
-    failed = sum(publisher.failed.values())
-    log.info(
-        "decoder finished", extra={"delivered": sum(publisher.delivered.values()), "failed": failed}
+def worker_config(settings: DecoderSettings) -> WorkerConfig:
+    """The part of the settings every camera worker uses."""
+    return WorkerConfig(
+        input_width=settings.input_width,
+        input_height=settings.input_height,
+        layout=TensorLayout.HWC,
+        compression=settings.compression,
+        source=SourceOptions(
+            open_timeout_s=settings.open_timeout_s,
+            read_timeout_s=settings.stall_timeout_s,
+            threading=settings.decode_threading,
+            threads=settings.decode_threads,
+        ),
+        stall_timeout_s=settings.stall_timeout_s,
+        reconnect_initial_s=settings.reconnect_initial_s,
+        reconnect_max_s=settings.reconnect_max_s,
+        reconnect_jitter=settings.reconnect_jitter,
+        max_frames=settings.max_frames,
+        policy=settings.backpressure,
+        buffers=settings.max_pending_frames + 2,
     )
-    return 1 if failures or failed else 0
+
+
+def producer_overrides(settings: DecoderSettings) -> dict[str, object]:
+    """Settings of librdkafka for ~1.2 MB frame records (on top of the shared producer's)."""
+    return {
+        "linger.ms": settings.producer_linger_ms,
+        "queue.buffering.max.kbytes": settings.producer_queue_kbytes,
+        # The tensor is compressed by the decoder (or not at all): Kafka must not re-compress.
+        "compression.type": "none",
+    }
+
+
+class CameraFileWatcher:
+    """Re-reads the cameras file when its modification time or size changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: tuple[float, int] | None = self._stamp()
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime, st.st_size)
+
+    def changed(self) -> bool:
+        """True once per change of the file."""
+        stamp = self._stamp()
+        if stamp == self._seen:
+            return False
+        self._seen = stamp
+        return True
+
+
+class DecoderService:
+    """Cameras, their workers and the publisher; `apply` changes the camera set while running."""
+
+    def __init__(
+        self,
+        settings: DecoderSettings,
+        producer: Producer,
+        stop: threading.Event,
+        stats: DecoderStats,
+    ) -> None:
+        self.settings = settings
+        self.stats = stats
+        self._stop = stop
+        self._config = worker_config(settings)
+        self.publisher = FramePublisher(
+            producer, settings.topics.frames_topic, stats, settings.max_pending_frames
+        )
+        self.workers: dict[str, CameraWorker] = {}
+        self.config_errors = 0
+
+    def apply(self, cameras: list[Camera]) -> None:
+        """Start added cameras, stop removed ones, restart changed ones; leave the rest alone."""
+        running = {cid: w.camera for cid, w in self.workers.items() if w.thread.is_alive()}
+        finished = {cid for cid, w in self.workers.items() if not w.thread.is_alive()}
+        changes = diff_cameras(running, [c for c in cameras if c.id not in finished])
+        for cid in changes.removed:
+            self._stop_camera(cid, "removed from the cameras file")
+        for cam in changes.changed:
+            self._stop_camera(cam.id, "changed in the cameras file")
+            self._start(cam)
+        for cam in changes.added:
+            self._start(cam)
+        # A finished camera whose entry changed gets another run.
+        for cam in cameras:
+            old = self.workers.get(cam.id)
+            if cam.id in finished and old is not None and old.camera != cam:
+                self._start(cam)
+
+    def _start(self, camera: Camera) -> None:
+        worker = CameraWorker(camera, self._config, self.publisher, self.stats, self._stop)
+        self.workers[camera.id] = worker
+        self.stats.set_state(camera.id, CameraState.STARTING)
+        log.info(
+            "camera starting",
+            extra={"camera_id": camera.id, "url": camera.url, "target_fps": camera.target_fps},
+        )
+        worker.thread.start()
+
+    def _stop_camera(self, camera_id: str, why: str) -> None:
+        worker = self.workers.pop(camera_id)
+        worker.stop.set()
+        log.info("camera stopping: %s", why, extra={"camera_id": camera_id})
+        worker.thread.join(10.0)
+        if worker.thread.is_alive():
+            log.error("camera worker did not stop within 10 s", extra={"camera_id": camera_id})
+
+    def reload(self, path: Path) -> None:
+        """Apply the cameras file again; a bad file is logged, counted and ignored."""
+        try:
+            cameras = load_cameras(self.settings)
+        except ConfigError as exc:
+            self.config_errors += 1
+            log.error("cameras file %s not applied, keeping the current cameras: %s", path, exc)
+            return
+        self.apply(cameras)
+
+    def alive(self) -> bool:
+        """True while any camera worker runs."""
+        return any(w.thread.is_alive() for w in self.workers.values())
+
+    def shutdown(self) -> None:
+        """Stop every camera worker."""
+        for w in self.workers.values():
+            w.stop.set()
+        for w in self.workers.values():
+            w.thread.join(10.0)
+
+
+def log_summary(stats: DecoderStats) -> None:
+    """One log line per camera with its state and counters."""
+    for cid, snap in sorted(stats.snapshot().items()):
+        log.info(
+            "camera %s: %s",
+            snap.state.value,
+            snap.state_reason or "-",
+            extra={
+                "camera_id": cid,
+                **snap.counters,
+                **{f"dropped_{k}": v for k, v in snap.dropped.items()},
+                **{f"error_{k}": v for k, v in snap.errors.items()},
+            },
+        )
+
+
+def run(
+    settings: DecoderSettings,
+    stop: threading.Event | None = None,
+    stats: DecoderStats | None = None,
+) -> int:
+    """Run the cameras until they all end (or `stop` is set); return a process exit code.
+
+    Exit code 1 when a camera failed for good or a frame was not delivered, else 0.
+    """
+    stop = stop or threading.Event()
+    stats = stats or DecoderStats()
+    _stop_on_sigterm(stop)
+    cameras = load_cameras(settings)
+    producer = Producer(settings.kafka, overrides=producer_overrides(settings))
+    service = DecoderService(settings, producer, stop, stats)
+    service.publisher.start()
+    service.apply(cameras)
+    watcher = CameraFileWatcher(settings.cameras_file) if settings.cameras_file else None
+    next_check = next_summary = time.monotonic()
+    try:
+        while not stop.is_set():
+            now = time.monotonic()
+            if watcher is not None and settings.cameras_reload_s and now >= next_check:
+                next_check = now + settings.cameras_reload_s
+                if watcher.changed():
+                    service.reload(watcher.path)
+            if now >= next_summary + SUMMARY_EVERY_S:
+                next_summary = now
+                log_summary(stats)
+            if service.workers and not service.alive():
+                break
+            stop.wait(0.1)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        service.shutdown()
+        undelivered = service.publisher.close(settings.drain_timeout_s)
+    log_summary(stats)
+    snaps = stats.snapshot().values()
+    failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]
+    failed = stats.total("delivery_failed") + undelivered + service.publisher.errors
+    log.info(
+        "decoder finished",
+        extra={
+            "delivered": stats.total("delivered"),
+            "delivery_failed": failed,
+            "failed_cameras": ",".join(failed_cameras),
+        },
+    )
+    return 1 if failed_cameras or failed else 0
+
+
+def _stop_on_sigterm(stop: threading.Event) -> None:
+    """Kubernetes stops pods with SIGTERM: drain and flush instead of dying mid-record."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())

@@ -1,13 +1,38 @@
-"""Decoder settings: which cameras, at what rate, into which model input."""
+"""Decoder settings: which cameras, at what rate, into which model input, and what to do when slow."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Compression
 from framebus.settings import check, setting
+
+
+class RtspTransport(enum.Enum):
+    """Transport of RTSP media: TCP (interleaved, survives NAT and loss) or UDP (lower latency)."""
+
+    TCP = "tcp"
+    UDP = "udp"
+
+
+class BackpressurePolicy(enum.Enum):
+    """What a camera does when its pending-frame queue in front of the Kafka producer is full."""
+
+    DROP_OLDEST = "drop_oldest"  # freshest frames win: the usual choice for live detection
+    DROP_NEWEST = "drop_newest"  # keep what is queued, discard the frame just decoded
+    BLOCK = "block"  # stop decoding this camera until there is room (no frame lost here)
+
+
+class DecodeThreading(enum.Enum):
+    """FFmpeg's decoder threading (PyAV `thread_type`)."""
+
+    AUTO = "auto"
+    FRAME = "frame"
+    SLICE = "slice"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -17,15 +42,61 @@ class DecoderSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
     camera_id: str = setting("cam0", "Camera id for a single camera given by --camera-url.")
-    camera_url: str | None = setting(None, "Video URL or file path of a single camera.")
-    cameras_file: Path | None = setting(
-        None, "YAML or JSON file listing cameras (id, url, target_fps)."
+    camera_url: str | None = setting(
+        None, "Video of a single camera: rtsp://, rtsps://, http(s):// (also HLS .m3u8) or a file."
     )
-    target_fps: float = setting(5.0, "Frames per second published per camera (0 = every frame).")
+    cameras_file: Path | None = setting(
+        None,
+        "YAML or JSON file listing cameras (id, url, target_fps, per-camera options); "
+        "re-read while running, so cameras are added and removed without a restart.",
+    )
+    cameras_reload_s: float = setting(
+        2.0, "How often the cameras file is checked for changes, in seconds (0 = never)."
+    )
+    target_fps: float = setting(
+        5.0, "Default frames per second published per camera, by timestamp (0 = every frame)."
+    )
     input_width: int = setting(640, "Model input width in pixels; frames are letterboxed to it.")
     input_height: int = setting(640, "Model input height in pixels.")
     compression: Compression = setting(Compression.NONE, "Compression of the tensor bytes.")
     loop: bool = setting(False, "Restart file sources at their end (demos, load tests).")
+    realtime: bool = setting(
+        False,
+        "Pace file sources to their timestamps, like a live camera (demos, load tests); "
+        "off = decode files as fast as possible (benchmarks).",
+    )
+    rtsp_transport: RtspTransport = setting(RtspTransport.TCP, "Default RTSP transport.")
+    decode_threading: DecodeThreading = setting(
+        DecodeThreading.AUTO, "FFmpeg decoder threading (auto = frame and slice threads)."
+    )
+    decode_threads: int = setting(0, "FFmpeg decoder threads per camera (0 = FFmpeg decides).")
+    open_timeout_s: float = setting(10.0, "Give up opening a source after this many seconds.")
+    stall_timeout_s: float = setting(
+        10.0, "No frame from a source for this long (not counting backpressure) = reconnect."
+    )
+    reconnect_initial_s: float = setting(0.5, "First reconnect delay; it doubles on each failure.")
+    reconnect_max_s: float = setting(30.0, "Longest reconnect delay.")
+    reconnect_jitter: float = setting(
+        0.2, "Random spread of each reconnect delay, as a fraction of it (0..1)."
+    )
+    backpressure: BackpressurePolicy = setting(
+        BackpressurePolicy.DROP_OLDEST,
+        "What a camera does when its pending frames are not taken by the producer fast enough.",
+    )
+    max_pending_frames: int = setting(
+        2, "Frames per camera waiting for the Kafka producer before the backpressure policy acts."
+    )
+    producer_linger_ms: int = setting(
+        5, "Kafka producer linger; a few ms lets one request carry several ~1.2 MB frames."
+    )
+    producer_queue_kbytes: int = setting(
+        64 * 1024,
+        "Kafka producer's local queue in KiB (64 MiB = ~50 frames of 640x640x3) before "
+        "backpressure starts.",
+    )
+    drain_timeout_s: float = setting(
+        15.0, "At shutdown, how long queued frames may take to be delivered."
+    )
     max_frames: int = setting(
         0, "Stop each camera after publishing this many frames (0 = no limit)."
     )
@@ -38,3 +109,18 @@ class DecoderSettings:
         check(16 <= self.input_height <= 4096, "input_height", "must be between 16 and 4096")
         check(self.max_frames >= 0, "max_frames", "must be >= 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
+        check(self.cameras_reload_s >= 0, "cameras_reload_s", "must be >= 0")
+        check(self.decode_threads >= 0, "decode_threads", "must be >= 0")
+        check(self.open_timeout_s > 0, "open_timeout_s", "must be > 0")
+        check(self.stall_timeout_s > 0, "stall_timeout_s", "must be > 0")
+        check(self.reconnect_initial_s > 0, "reconnect_initial_s", "must be > 0")
+        check(
+            self.reconnect_max_s >= self.reconnect_initial_s,
+            "reconnect_max_s",
+            "must be >= reconnect_initial_s",
+        )
+        check(0 <= self.reconnect_jitter <= 1, "reconnect_jitter", "must be between 0 and 1")
+        check(self.max_pending_frames >= 1, "max_pending_frames", "must be >= 1")
+        check(self.producer_linger_ms >= 0, "producer_linger_ms", "must be >= 0")
+        check(self.producer_queue_kbytes >= 1024, "producer_queue_kbytes", "must be >= 1024")
+        check(self.drain_timeout_s >= 0, "drain_timeout_s", "must be >= 0")

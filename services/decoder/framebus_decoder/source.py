@@ -1,41 +1,150 @@
-"""Video sources opened with PyAV: files, RTSP, HTTP(S)/HLS."""
+"""Video sources opened with PyAV: RTSP(S), HTTP(S) and HLS URLs, and local files.
+
+This is the I/O adapter of a camera worker: it opens a source with the right FFmpeg options,
+yields decoded frames with their timestamps, and turns every FFmpeg failure into a
+`SourceFailure` whose `reason` is counted per camera.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import av
-import numpy as np
-import numpy.typing as npt
 
 from framebus.errors import SourceError
+from framebus.letterbox import Letterbox
+from framebus_decoder.cameras import Camera
+from framebus_decoder.preprocess import LetterboxBuffer, plane
+from framebus_decoder.settings import DecodeThreading
+
+# Reasons a source fails, as counted in `errors` and shown in the RECONNECTING state.
+OPEN_FAILED = "open_failed"
+NO_VIDEO = "no_video_stream"
+UNSUPPORTED_CODEC = "unsupported_codec"
+DECODE_ERROR = "decode_error"
+STALL = "stall"
+ENDED = "ended"
+
+
+class SourceFailure(SourceError):
+    """A source could not be opened or stopped delivering; `reason` says which way."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
-class DecodedFrame:
-    """One decoded RGB frame and its presentation time in seconds."""
+class SourceOptions:
+    """How to open a source: timeouts and decoder threading."""
 
-    rgb: npt.NDArray[np.uint8]
-    pts_s: float
+    open_timeout_s: float = 10.0
+    read_timeout_s: float = 10.0
+    threading: DecodeThreading = DecodeThreading.AUTO
+    threads: int = 0
 
 
-def iterate_frames(url: str, options: dict[str, str] | None = None) -> Iterator[DecodedFrame]:
-    """Decode the first video stream of `url` into RGB frames."""
-    try:
-        container = av.open(url, options=options or {}, timeout=10.0)
-    except (av.error.FFmpegError, OSError) as exc:
-        raise SourceError(f"cannot open {url}: {exc}") from exc
-    with container:
-        if not container.streams.video:
-            raise SourceError(f"{url} has no video stream")
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"  # frame + slice threading: ~1.7x faster decode at 1080p
-        time_base = float(stream.time_base) if stream.time_base else 0.0
+def ffmpeg_options(camera: Camera) -> dict[str, str]:
+    """FFmpeg (AVOptions) for a camera's URL scheme, then its own `options` on top."""
+    opts: dict[str, str] = {}
+    scheme = camera.url.split("://", 1)[0].lower() if "://" in camera.url else "file"
+    if scheme in ("rtsp", "rtsps"):
+        opts["rtsp_transport"] = camera.rtsp_transport.value
+        # Cameras often send SPS/PPS only with keyframes; a short probe starts streams faster.
+        opts["analyzeduration"] = "1000000"
+    elif scheme in ("http", "https"):
+        opts["reconnect"] = "0"  # the worker reconnects itself, with backoff and counting
+    opts.update(dict(camera.options))
+    return opts
+
+
+class VideoSource:
+    """An open source: iterate `frames()`; close it with the context manager."""
+
+    def __init__(self, camera: Camera, options: SourceOptions) -> None:
+        self.camera = camera
         try:
-            for index, frame in enumerate(container.decode(stream)):
-                pts_s = frame.pts * time_base if frame.pts is not None else index / 25.0
-                rgb: npt.NDArray[np.uint8] = frame.to_ndarray(format="rgb24")  # type: ignore[assignment]
-                yield DecodedFrame(rgb, pts_s)
+            self._container: Any = av.open(
+                camera.url,
+                options=ffmpeg_options(camera),
+                timeout=(options.open_timeout_s, options.read_timeout_s),
+            )
+        except (av.error.FFmpegError, OSError) as exc:
+            raise SourceFailure(OPEN_FAILED, f"cannot open {camera.url}: {exc}") from exc
+        try:
+            self._stream = self._video_stream(options)
+        except SourceFailure:
+            self._container.close()
+            raise
+        tb = self._stream.time_base
+        self._time_base = float(tb) if tb else 0.0
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        self._frame_s = 1.0 / float(rate) if rate else 0.04
+        self.last_pts_s = 0.0
+
+    def _video_stream(self, options: SourceOptions) -> Any:
+        if not self._container.streams.video:
+            raise SourceFailure(NO_VIDEO, f"{self.camera.url} has no video stream")
+        stream = self._container.streams.video[0]
+        ctx = stream.codec_context
+        if ctx is None or ctx.codec is None or ctx.name in ("", "none"):
+            raise SourceFailure(
+                UNSUPPORTED_CODEC,
+                f"{self.camera.url}: video codec {stream.codec_tag or '?'} is not supported by "
+                "this FFmpeg build; re-encode it to H.264/H.265",
+            )
+        if options.threading is not DecodeThreading.NONE:
+            stream.thread_type = options.threading.name
+        if options.threads:
+            stream.thread_count = options.threads
+        return stream
+
+    def frames(self, pts_offset_s: float = 0.0) -> Iterator[tuple[Any, float, float]]:
+        """Yield (frame, pts_s + offset, monotonic receive time) until the source ends."""
+        index = 0
+        try:
+            for packet in self._container.demux(self._stream):
+                for frame in packet.decode():
+                    if frame.pts is not None and self._time_base:
+                        pts = frame.pts * self._time_base
+                    else:
+                        pts = index * self._frame_s
+                    index += 1
+                    self.last_pts_s = pts
+                    yield frame, pts + pts_offset_s, time.monotonic()
+        except av.error.ExitError as exc:  # PyAV's read timeout interrupted FFmpeg
+            raise SourceFailure(STALL, f"{self.camera.url}: no data: {exc}") from exc
         except av.error.FFmpegError as exc:
-            raise SourceError(f"decoding {url} failed: {exc}") from exc
+            raise SourceFailure(DECODE_ERROR, f"{self.camera.url}: {exc}") from exc
+
+    @property
+    def duration_s(self) -> float:
+        """Where a loop of this source ends: last frame's pts plus one frame."""
+        return self.last_pts_s + self._frame_s
+
+    def close(self) -> None:
+        """Close the container (network connection or file)."""
+        self._container.close()
+
+    def __enter__(self) -> VideoSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def letterbox_frame(frame: Any, buffer: LetterboxBuffer) -> Letterbox:
+    """Letterbox a decoded av.VideoFrame into `buffer`: YUV planes when 4:2:0, else via RGB."""
+    if frame.format.name == "yuv420p":
+        h, w = frame.height, frame.width
+        p = frame.planes
+        ch, cw = (h + 1) // 2, (w + 1) // 2
+        return buffer.fill_i420(
+            plane(p[0], h, w, p[0].line_size),
+            plane(p[1], ch, cw, p[1].line_size),
+            plane(p[2], ch, cw, p[2].line_size),
+        )
+    return buffer.fill_rgb(frame.to_ndarray(format="rgb24"))

@@ -1,0 +1,135 @@
+"""Per-camera counters and state of the decoder, thread-safe, for logs, health and metrics."""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+class CameraState(enum.Enum):
+    """What a camera worker is doing now."""
+
+    STARTING = "STARTING"
+    STREAMING = "STREAMING"
+    RECONNECTING = "RECONNECTING"  # with the reason: stall, open_failed, ended, decode_error, ...
+    BACKPRESSURE = "BACKPRESSURE"  # held back by a full producer queue; not a stall
+    ENDED = "ENDED"  # a file source reached its end (or max_frames)
+    STOPPED = "STOPPED"  # removed from the cameras file or the service is stopping
+    FAILED = "FAILED"  # gave up (a file that cannot be decoded)
+
+
+COUNTERS = (
+    "decoded",
+    "sampled_out",
+    "published",
+    "delivered",
+    "delivery_failed",
+    "reconnects",
+)
+
+
+@dataclass
+class CameraStats:
+    """Counters of one camera; mutate only through `DecoderStats`."""
+
+    counters: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)  # by reason (policy or shutdown)
+    errors: Counter[str] = field(default_factory=Counter)  # by reason
+    state: CameraState = CameraState.STARTING
+    state_reason: str = ""
+    last_error: str = ""
+    last_frame_at: float = 0.0  # time.monotonic() of the last decoded frame
+
+
+@dataclass(frozen=True)
+class CameraSnapshot:
+    """A consistent copy of one camera's stats."""
+
+    camera_id: str
+    state: CameraState
+    state_reason: str
+    last_error: str
+    counters: dict[str, int]
+    dropped: dict[str, int]
+    errors: dict[str, int]
+    last_frame_age_s: float | None
+
+    def count(self, name: str) -> int:
+        """One counter (`decoded`, `published`, ...), 0 when never counted."""
+        return self.counters.get(name, 0)
+
+
+class DecoderStats:
+    """All cameras' counters and states behind one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cameras: dict[str, CameraStats] = {}
+
+    def _cam(self, camera_id: str) -> CameraStats:
+        cam = self._cameras.get(camera_id)
+        if cam is None:
+            cam = self._cameras[camera_id] = CameraStats()
+        return cam
+
+    def incr(self, camera_id: str, counter: str, n: int = 1) -> None:
+        """Add `n` to a counter of a camera."""
+        with self._lock:
+            self._cam(camera_id).counters[counter] += n
+
+    def frame_decoded(self, camera_id: str) -> None:
+        """Count a decoded frame and remember when it came."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.counters["decoded"] += 1
+            cam.last_frame_at = time.monotonic()
+
+    def drop(self, camera_id: str, reason: str, n: int = 1) -> None:
+        """Count frames dropped for `reason`."""
+        with self._lock:
+            self._cam(camera_id).dropped[reason] += n
+
+    def error(self, camera_id: str, reason: str, message: str) -> None:
+        """Count one failure of the camera's source, with its reason and message."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.errors[reason] += 1
+            cam.last_error = message
+
+    def set_state(self, camera_id: str, state: CameraState, reason: str = "") -> None:
+        """Record the camera's current state (and why, for RECONNECTING and FAILED)."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.state = state
+            cam.state_reason = reason
+
+    def state(self, camera_id: str) -> CameraState:
+        """The camera's current state."""
+        with self._lock:
+            return self._cam(camera_id).state
+
+    def snapshot(self) -> dict[str, CameraSnapshot]:
+        """A copy of every camera's stats, by camera id."""
+        now = time.monotonic()
+        with self._lock:
+            return {
+                cid: CameraSnapshot(
+                    camera_id=cid,
+                    state=cam.state,
+                    state_reason=cam.state_reason,
+                    last_error=cam.last_error,
+                    counters=dict(cam.counters),
+                    dropped=dict(cam.dropped),
+                    errors=dict(cam.errors),
+                    last_frame_age_s=(now - cam.last_frame_at) if cam.last_frame_at else None,
+                )
+                for cid, cam in self._cameras.items()
+            }
+
+    def total(self, counter: str) -> int:
+        """A counter summed over cameras."""
+        with self._lock:
+            return sum(cam.counters[counter] for cam in self._cameras.values())

@@ -1,0 +1,75 @@
+"""Time decisions of a camera worker: reconnect backoff, realtime pacing, stall detection."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+
+class Backoff:
+    """Exponential reconnect delays with jitter: initial, 2x, 4x, ... capped at `max_s`."""
+
+    def __init__(
+        self,
+        initial_s: float,
+        max_s: float,
+        jitter: float,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._initial = initial_s
+        self._max = max_s
+        self._jitter = jitter
+        self._rand = rand
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt; each call counts one failed attempt."""
+        base = min(self._max, self._initial * float(2 ** min(self.attempt, 30)))
+        self.attempt += 1
+        # Jitter spreads the reconnects of many cameras that lost the same server at once.
+        return max(0.0, base * (1.0 + self._jitter * (2.0 * self._rand() - 1.0)))
+
+    def reset(self) -> None:
+        """Back to the initial delay, after a source delivered frames again."""
+        self.attempt = 0
+
+
+class RealtimePacer:
+    """How long to wait before handing out a frame so a file plays at its own speed."""
+
+    def __init__(self, max_wait_s: float = 1.0) -> None:
+        self._origin: tuple[float, float] | None = None  # (pts_s, wall_s) of the first frame
+        self._max_wait = max_wait_s
+
+    def wait_s(self, pts_s: float, now_s: float) -> float:
+        """Seconds until the frame at `pts_s` is due (0 when late); resyncs after a jump."""
+        if self._origin is None:
+            self._origin = (pts_s, now_s)
+            return 0.0
+        pts0, wall0 = self._origin
+        wait = (pts_s - pts0) - (now_s - wall0)
+        if wait > self._max_wait or wait < -self._max_wait:
+            # A gap or a jump in the timestamps, or we fell far behind: restart the clock here.
+            self._origin = (pts_s, now_s)
+            return 0.0
+        return max(0.0, wait)
+
+
+class StallWatch:
+    """Tracks the last time a source made progress; time held back by backpressure is excused."""
+
+    def __init__(self, timeout_s: float, now_s: float) -> None:
+        self._timeout = timeout_s
+        self._last = now_s
+
+    def progress(self, now_s: float) -> None:
+        """The source delivered a frame, or a wait on the producer ended."""
+        self._last = now_s
+
+    def stalled(self, now_s: float) -> bool:
+        """True when nothing came for longer than the timeout."""
+        return now_s - self._last > self._timeout
+
+    def idle_s(self, now_s: float) -> float:
+        """Seconds since the last progress."""
+        return now_s - self._last

@@ -1,0 +1,203 @@
+"""One camera's worker thread: open, decode, sample, letterbox, hand over; reconnect on failure."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from framebus.compression import compress
+from framebus.messages import Compression, TensorLayout
+from framebus_decoder.cameras import Camera
+from framebus_decoder.preprocess import LetterboxBuffer
+from framebus_decoder.publisher import FramePublisher, PendingFrame
+from framebus_decoder.sampler import FpsSampler
+from framebus_decoder.settings import BackpressurePolicy
+from framebus_decoder.source import (
+    ENDED,
+    STALL,
+    SourceFailure,
+    SourceOptions,
+    VideoSource,
+    letterbox_frame,
+)
+from framebus_decoder.stats import CameraState, DecoderStats
+from framebus_decoder.timing import Backoff, RealtimePacer, StallWatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every camera worker shares."""
+
+    input_width: int
+    input_height: int
+    layout: TensorLayout
+    compression: Compression
+    source: SourceOptions
+    stall_timeout_s: float
+    reconnect_initial_s: float
+    reconnect_max_s: float
+    reconnect_jitter: float
+    max_frames: int
+    policy: BackpressurePolicy
+    buffers: int  # letterbox buffers per camera: pending capacity + one filling + one encoding
+
+
+class _Done(Exception):
+    """max_frames reached."""
+
+
+class CameraWorker:
+    """Runs one camera until it ends, fails for good, or is stopped."""
+
+    def __init__(
+        self,
+        camera: Camera,
+        config: WorkerConfig,
+        publisher: FramePublisher,
+        stats: DecoderStats,
+        stop: threading.Event,
+    ) -> None:
+        self.camera = camera
+        self._cfg = config
+        self._publisher = publisher
+        self._stats = stats
+        self.stop = threading.Event()
+        self._service_stop = stop
+        self._pool: queue.SimpleQueue[LetterboxBuffer] = queue.SimpleQueue()
+        for _ in range(config.buffers if config.compression is Compression.NONE else 1):
+            self._pool.put(LetterboxBuffer(config.input_width, config.input_height, config.layout))
+        self._handed = 0
+        # A file decoded as fast as possible is a batch job: it waits for the producer rather
+        # than drop frames, so what it publishes does not depend on the machine's speed.
+        self.policy = (
+            BackpressurePolicy.BLOCK if camera.is_file and not camera.realtime else config.policy
+        )
+        self.thread = threading.Thread(target=self.run, name=f"cam-{camera.id}", daemon=True)
+
+    def stopping(self) -> bool:
+        """True once this camera or the whole service is asked to stop."""
+        return self.stop.is_set() or self._service_stop.is_set()
+
+    def run(self) -> None:
+        """The worker's loop: stream; on failure count, log, back off and reconnect."""
+        cam = self.camera
+        backoff = Backoff(
+            self._cfg.reconnect_initial_s, self._cfg.reconnect_max_s, self._cfg.reconnect_jitter
+        )
+        sampler = FpsSampler(cam.target_fps)
+        offset = 0.0
+        final = CameraState.STOPPED
+        while not self.stopping():
+            try:
+                offset = self._stream(sampler, offset, backoff)
+                if not cam.is_file:
+                    raise SourceFailure(ENDED, f"{cam.url}: the stream ended")
+                if not cam.loop:
+                    final = CameraState.ENDED
+                    break
+            except _Done:
+                final = CameraState.ENDED
+                break
+            except SourceFailure as exc:
+                if self.stopping():
+                    break
+                self._stats.error(cam.id, exc.reason, str(exc))
+                if cam.is_file:
+                    log.error("camera failed: %s", exc, extra=self._extra(exc.reason))
+                    final = CameraState.FAILED
+                    self._stats.set_state(cam.id, final, exc.reason)
+                    return
+                delay = backoff.next_delay()
+                self._stats.incr(cam.id, "reconnects")
+                self._stats.set_state(cam.id, CameraState.RECONNECTING, exc.reason)
+                log.warning(
+                    "camera source lost (%s), reconnecting in %.1f s: %s",
+                    exc.reason,
+                    delay,
+                    exc,
+                    extra=self._extra(exc.reason, attempt=backoff.attempt),
+                )
+                self._wait(delay)
+        self._stats.set_state(cam.id, final)
+        log.info("camera stopped", extra={"camera_id": cam.id, "state": final.value})
+
+    def _extra(self, reason: str, **more: object) -> dict[str, object]:
+        return {"camera_id": self.camera.id, "url": self.camera.url, "reason": reason, **more}
+
+    def _wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping() and time.monotonic() < deadline:
+            self.stop.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def _stream(self, sampler: FpsSampler, offset: float, backoff: Backoff) -> float:
+        """Stream the source once to its end; return the pts offset for the next loop."""
+        cam = self.camera
+        pacer = RealtimePacer() if cam.realtime and cam.is_file else None
+        with VideoSource(cam, self._cfg.source) as source:
+            self._stats.set_state(cam.id, CameraState.STREAMING)
+            watch = StallWatch(self._cfg.stall_timeout_s, time.monotonic())
+            for frame, pts_s, received in source.frames(offset):
+                if self.stopping():
+                    return offset
+                if watch.stalled(received):
+                    raise SourceFailure(
+                        STALL, f"{cam.url}: no frame for {watch.idle_s(received):.1f} s"
+                    )
+                watch.progress(received)
+                backoff.reset()
+                self._stats.frame_decoded(cam.id)
+                if pacer is not None:
+                    self._wait(pacer.wait_s(pts_s, time.monotonic()))
+                if not sampler.accept(pts_s):
+                    self._stats.incr(cam.id, "sampled_out")
+                    continue
+                if self._hand_over(frame, pts_s):
+                    watch.progress(time.monotonic())  # time held back is backpressure
+            return offset + source.duration_s
+
+    def _hand_over(self, frame: object, pts_s: float) -> bool:
+        """Letterbox into a free buffer and queue it; True when it waited on backpressure."""
+        capture_ts_us = time.time_ns() // 1000
+        buffer = self._pool.get()
+        lb = letterbox_frame(frame, buffer)
+        orig = (frame.width, frame.height)  # type: ignore[attr-defined]
+        if self._cfg.compression is Compression.NONE:
+            tensor: bytes | memoryview = buffer.tensor.data.cast("B")
+
+            def release() -> None:
+                self._pool.put(buffer)
+        else:
+            tensor = compress(self._cfg.compression, buffer.tensor.data.cast("B"))
+            self._pool.put(buffer)
+
+            def release() -> None:
+                return None
+
+        pending = PendingFrame(
+            camera_id=self.camera.id,
+            capture_ts_us=capture_ts_us,
+            pts_s=pts_s,
+            orig_size=orig,
+            letterbox=lb,
+            shape=buffer.shape,
+            layout=buffer.layout,
+            compression=self._cfg.compression,
+            tensor=tensor,
+            release=release,
+        )
+        full = self._publisher.queue_for(self.camera.id, self.policy).is_full()
+        if full:
+            self._stats.set_state(self.camera.id, CameraState.BACKPRESSURE, "producer queue full")
+        result = self._publisher.submit(pending, self.policy, self.stop)
+        if full:
+            self._stats.set_state(self.camera.id, CameraState.STREAMING)
+        if result.accepted:
+            self._handed += 1
+            if self._cfg.max_frames and self._handed >= self._cfg.max_frames:
+                raise _Done
+        return result.waited
