@@ -99,7 +99,14 @@ def _alerts_command(args: argparse.Namespace) -> int:
 
     settings = cfg.load(AlertsSettings, os.environ, args)
     configure_logging(settings.log_level)
-    return run(settings)
+    return run(settings, _stop_on_signals())
+
+
+def _render_command(args: argparse.Namespace) -> int:
+    from framebus.render.service import RenderSettings, run
+
+    configure_logging("warning", json_lines=False)
+    return run(cfg.load(RenderSettings, os.environ, args))
 
 
 def _config_docs_command(args: argparse.Namespace) -> int:
@@ -113,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The full command-line interface."""
     from framebus.alerts.consumer import AlertsSettings
     from framebus.demo import DemoSettings
+    from framebus.render.service import RenderSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
 
@@ -163,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
             "evaluate zone rules on detections and publish alerts",
             AlertsSettings,
             _alerts_command,
+        ),
+        (
+            "render",
+            "draw a camera's detections on its frames, to an MP4 clip or a PNG contact sheet",
+            RenderSettings,
+            _render_command,
         ),
     )
     for name, help_text, settings_cls, func in commands:

@@ -21,6 +21,7 @@ def configuration_reference() -> str:
     """The whole reference as Markdown."""
     from framebus.alerts.consumer import AlertsSettings
     from framebus.demo import DemoSettings
+    from framebus.render.service import RenderSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
 
@@ -29,6 +30,7 @@ def configuration_reference() -> str:
         "inferencer": InferencerSettings,
         "demo": DemoSettings,
         "alerts": AlertsSettings,
+        "render": RenderSettings,
     }
     parts = [
         HEADER,

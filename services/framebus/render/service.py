@@ -1,0 +1,258 @@
+"""`framebus render`: read a camera's frames and detections from Kafka, join them, draw, write.
+
+Both topics are read from the beginning up to their end at start-up, in a throw-away consumer
+group that commits nothing. Frames live on the frames topic for minutes only (its retention), so
+render what happened recently; detections are kept for days. Records are joined by
+(camera_id, seq); a frame with no detections record, or one the model did not look at, is drawn
+with a banner that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import av
+import confluent_kafka
+import cv2
+import numpy as np
+
+from framebus.codec import DetectionsCodec, FrameCodec
+from framebus.errors import CodecError, ConfigError, FramebusError
+from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.messages import Detections, Frame, FrameStatus
+from framebus.render.draw import Image, contact_sheet, draw_detections, original_frame
+from framebus.settings import check, setting
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """Everything `framebus render` is configured with."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    topics: TopicSettings = field(default_factory=TopicSettings)
+    camera: str | None = setting(None, "Camera id whose frames are drawn (required).")
+    out: Path | None = setting(
+        None, "Output file: `.mp4` for a clip, `.png` for a contact sheet (required)."
+    )
+    max_frames: int = setting(
+        0, "Draw only the most recent N frames of the camera (0 = all on the topic)."
+    )
+    clip_fps: float = setting(5.0, "Frame rate of the MP4 clip, frames per second.")
+    sheet_columns: int = setting(4, "Frames per row of the PNG contact sheet.")
+    thumb_width: int = setting(640, "Width in pixels of each frame in the contact sheet.")
+    read_idle_s: float = setting(
+        5.0, "Stop reading a topic after this many seconds without a message, if not at its end."
+    )
+
+    def __post_init__(self) -> None:
+        check(self.max_frames >= 0, "max_frames", "must be >= 0")
+        check(self.clip_fps > 0, "clip_fps", "must be > 0")
+        check(self.sheet_columns >= 1, "sheet_columns", "must be >= 1")
+        check(16 <= self.thumb_width <= 4096, "thumb_width", "must be between 16 and 4096")
+        check(self.read_idle_s > 0, "read_idle_s", "must be > 0")
+
+
+@dataclass
+class RenderStats:
+    """What was drawn; printed at the end."""
+
+    frames: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)  # INFERRED / DROPPED_STALE / ...
+    boxes: int = 0
+    unreadable: int = 0
+
+
+def read_topic_to_end(
+    kafka: KafkaSettings,
+    topic: str,
+    idle_s: float,
+    keep: Callable[[MessageProto], bool],
+) -> Iterator[MessageProto]:
+    """Yield the topic's messages (those `keep` accepts) from the beginning to its current end."""
+    group = f"framebus-render-{uuid.uuid4().hex[:12]}"
+    with Consumer(kafka, group, {"enable.auto.commit": False}) as consumer:
+        client = consumer.client
+        meta = client.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise FramebusError(f"topic {topic} does not exist; is the pipeline running?")
+        ends: dict[int, int] = {}
+        for p in meta.partitions:
+            low, high = client.get_watermark_offsets(
+                confluent_kafka.TopicPartition(topic, p), timeout=10
+            )
+            if high > low:
+                ends[p] = high
+        client.assign(
+            [
+                confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                for p in ends
+            ]
+        )
+        last = time.monotonic()
+        while ends and time.monotonic() - last < idle_s:
+            for msg in consumer.consume(64, 0.5):
+                last = time.monotonic()
+                partition, offset = msg.partition(), msg.offset()
+                if partition in ends and offset is not None and offset + 1 >= ends[partition]:
+                    del ends[partition]
+                if keep(msg):
+                    yield msg
+
+
+def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detections]:
+    """The camera's detections records by seq (the latest record wins on a replay)."""
+    codec = DetectionsCodec()
+    key = camera.encode()
+    by_seq: dict[int, Detections] = {}
+    for msg in read_topic_to_end(
+        settings.kafka,
+        settings.topics.detections_topic,
+        settings.read_idle_s,
+        lambda m: m.key() == key,
+    ):
+        try:
+            det = codec.decode(msg.value() or b"")
+        except CodecError as exc:
+            log.warning("skipping an unreadable detections record: %s", exc)
+            continue
+        by_seq[det.seq] = det
+    return by_seq
+
+
+def read_frames(settings: RenderSettings, camera: str) -> Iterator[Frame]:
+    """The camera's frames in order, or only the most recent `max_frames` of them."""
+    codec = FrameCodec()
+    key = camera.encode()
+    messages = read_topic_to_end(
+        settings.kafka,
+        settings.topics.frames_topic,
+        settings.read_idle_s,
+        lambda m: m.key() == key,
+    )
+    frames = (codec.decode(m.value() or b"") for m in messages)
+    if settings.max_frames:
+        yield from deque(frames, maxlen=settings.max_frames)
+    else:
+        yield from frames
+
+
+class Mp4Writer:
+    """H.264 MP4 via PyAV; opened on the first frame, whose size fixes the clip's size."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        self.path = path
+        self.fps = fps
+        self._container: Any = None
+        self._stream: Any = None
+
+    def write(self, image: Image) -> None:
+        """Append one RGB frame."""
+        if self._container is None:
+            self._open(image.shape[1], image.shape[0])
+        h, w = self._stream.height, self._stream.width
+        if image.shape[:2] != (h, w):
+            image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA).astype(np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+    def _open(self, width: int, height: int) -> None:
+        from fractions import Fraction
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._container = av.open(str(self.path), mode="w")
+        self._stream = self._container.add_stream(
+            "libx264", rate=Fraction(self.fps).limit_denominator(1000)
+        )
+        self._stream.width = width - width % 2  # 4:2:0 needs even sizes
+        self._stream.height = height - height % 2
+        self._stream.pix_fmt = "yuv420p"
+        self._stream.options = {"crf": "23", "preset": "veryfast"}
+
+    def close(self) -> None:
+        """Flush the encoder and finish the file."""
+        if self._container is not None:
+            for packet in self._stream.encode():
+                self._container.mux(packet)
+            self._container.close()
+            self._container = None
+
+    def __enter__(self) -> Mp4Writer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def render(settings: RenderSettings) -> RenderStats:
+    """Draw the camera's frames to `settings.out`; return what was drawn."""
+    if not settings.camera:
+        raise ConfigError("no camera: set FRAMEBUS_CAMERA (--camera ID)")
+    if settings.out is None or settings.out.suffix.lower() not in (".mp4", ".png"):
+        raise ConfigError("--out must name a .mp4 clip or a .png contact sheet")
+    detections = read_detections(settings, settings.camera)
+    stats = RenderStats()
+    drawn = (
+        _draw(frame, detections.get(frame.seq), stats)
+        for frame in read_frames(settings, settings.camera)
+    )
+    if settings.out.suffix.lower() == ".mp4":
+        with Mp4Writer(settings.out, settings.clip_fps) as writer:
+            for image in drawn:
+                if image is not None:
+                    writer.write(image)
+    else:
+        images = [im for im in drawn if im is not None]
+        if images:
+            sheet = contact_sheet(images, settings.sheet_columns, settings.thumb_width)
+            settings.out.parent.mkdir(parents=True, exist_ok=True)
+            if not cv2.imwrite(str(settings.out), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR)):
+                raise FramebusError(f"cannot write {settings.out}")
+    if stats.frames == 0:
+        raise FramebusError(
+            f"no frames of camera {settings.camera!r} on {settings.topics.frames_topic}; "
+            "frames are kept only minutes: render while or just after the pipeline runs"
+        )
+    return stats
+
+
+def _draw(frame: Frame, det: Detections | None, stats: RenderStats) -> Image | None:
+    try:
+        image = original_frame(frame)
+    except CodecError as exc:
+        stats.unreadable += 1
+        log.warning("skipping an unreadable frame: %s", exc)
+        return None
+    stats.frames += 1
+    stats.statuses["NO RECORD" if det is None else det.status.value] += 1
+    if det is not None and det.status is FrameStatus.INFERRED:
+        stats.boxes += len(det.boxes)
+    return draw_detections(image, frame, det)
+
+
+def run(settings: RenderSettings) -> int:
+    """The `framebus render` command: render, then print what was written."""
+    stats = render(settings)
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(stats.statuses.items()))
+    print(
+        f"wrote {settings.out}: {stats.frames} frames of {settings.camera} ({statuses}), "
+        f"{stats.boxes} boxes drawn"
+        + (f", {stats.unreadable} unreadable" if stats.unreadable else "")
+    )
+    return 1 if stats.unreadable else 0

@@ -1,0 +1,116 @@
+"""`framebus render` over real Kafka: the drawn boxes lie where the detections records say."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from framebus.cli import main
+from framebus.codec import DetectionsCodec
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.render.draw import class_colour, line_thickness, sheet_cell_origin
+from framebus.synthetic import MovingSquare, write_square_video
+from framebus_decoder import service as decoder_service
+from framebus_decoder.settings import DecoderSettings
+from framebus_inferencer import service as inferencer_service
+from framebus_inferencer.settings import InferencerSettings
+from tests.integration.conftest import TopicFactory
+from tests.integration.kafkautil import read_topic
+
+pytestmark = pytest.mark.integration
+
+SCENE = MovingSquare(width=640, height=360, side=60, frames=12, fps=25)
+COLUMNS = 4
+
+
+def run_pipeline(kafka: KafkaSettings, names: TopicSettings, video: Path, model: Path) -> list[Any]:
+    stop = threading.Event()
+    inferencer = threading.Thread(
+        target=inferencer_service.run,
+        args=(
+            InferencerSettings(
+                kafka=kafka,
+                topics=names,
+                model_path=model,
+                consumer_group=f"g-{names.frames_topic}",
+            ),
+            stop,
+        ),
+    )
+    inferencer.start()
+    try:
+        decoder = DecoderSettings(
+            kafka=kafka,
+            topics=names,
+            camera_id="cam-r",
+            camera_url=str(video),
+            target_fps=0,
+        )
+        assert decoder_service.run(decoder) == 0
+        return read_topic(kafka, names.detections_topic, SCENE.frames)
+    finally:
+        stop.set()
+        inferencer.join(30)
+
+
+def test_render_when_sheet_and_clip_from_real_pipeline_then_boxes_drawn_where_records_say(
+    kafka: KafkaSettings, topics: TopicFactory, media_dir: Path, square_model: Path, tmp_path: Path
+) -> None:
+    video = write_square_video(media_dir / "square-360p-render.mp4", SCENE)
+    names = topics()
+    records = [
+        DetectionsCodec().decode(m.value()) for m in run_pipeline(kafka, names, video, square_model)
+    ]
+    by_seq = {d.seq: d for d in records}
+    assert sorted(by_seq) == list(range(SCENE.frames))
+    common = [
+        "--bootstrap-servers", kafka.bootstrap_servers,
+        "--frames-topic", names.frames_topic,
+        "--detections-topic", names.detections_topic,
+        "--camera", "cam-r",
+    ]  # fmt: skip
+
+    sheet_path = tmp_path / "sheet.png"
+    sheet_args = ["--sheet-columns", str(COLUMNS), "--thumb-width", "640"]
+    assert main(["render", *common, "--out", str(sheet_path), *sheet_args]) == 0
+    sheet = cv2.cvtColor(cv2.imread(str(sheet_path)), cv2.COLOR_BGR2RGB)
+    t = line_thickness(640, 360)
+    green = np.array(class_colour(0), np.uint8)
+    for seq in range(SCENE.frames):
+        x0, y0 = sheet_cell_origin(seq, COLUMNS, 640, 360)
+        cell = sheet[y0 : y0 + 360, x0 : x0 + 640]
+        ys, xs = np.nonzero(np.all(cell == green, axis=-1))
+        assert xs.size, f"no box drawn in frame {seq}"
+        drawn = (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+        [box] = by_seq[seq].boxes
+        recorded = (box.x1, box.y1, box.x2, box.y2)
+        # The outline is centred on the record's edges: within the line width of them.
+        assert all(abs(d - r) <= t for d, r in zip(drawn, recorded, strict=True)), (
+            seq,
+            drawn,
+            recorded,
+        )
+
+    clip_path = tmp_path / "clip.mp4"
+    assert main(["render", *common, "--out", str(clip_path), "--max-frames", "5"]) == 0
+    with av.open(str(clip_path)) as container:
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(frames) == 5
+    assert frames[0].shape == (360, 640, 3)
+    # The last frame of the clip is the camera's last frame: its box outline is there. H.264 is
+    # lossy, so look for strongly green pixels, in rows and columns the label above the box
+    # cannot reach: the middle rows show the left and right edges, the lower rows the bottom one.
+    [box] = by_seq[SCENE.frames - 1].boxes
+    last = frames[-1].astype(int)
+    greenish = (last[:, :, 1] > 180) & (last[:, :, 0] < 90) & (last[:, :, 2] < 90)
+    mid_y, mid_x = int((box.y1 + box.y2) / 2), int((box.x1 + box.x2) / 2)
+    xs = np.nonzero(greenish[mid_y - 5 : mid_y + 5].any(axis=0))[0]
+    ys = np.nonzero(greenish[mid_y:, mid_x - 5 : mid_x + 5].any(axis=1))[0] + mid_y
+    assert abs(xs.min() - box.x1) <= t + 1 and abs(xs.max() + 1 - box.x2) <= t + 1
+    assert abs(ys.max() + 1 - box.y2) <= t + 1
