@@ -93,8 +93,8 @@ class VideoSource:
         if ctx is None or ctx.codec is None or ctx.name in ("", "none"):
             raise SourceFailure(
                 UNSUPPORTED_CODEC,
-                f"{self.camera.url}: video codec {stream.codec_tag or '?'} is not supported by "
-                "this FFmpeg build; re-encode it to H.264/H.265",
+                f"{self.camera.url}: its video codec is unknown to this FFmpeg build "
+                f"({ctx.name if ctx is not None else 'no decoder'}); send H.264 or H.265",
             )
         if options.threading is not DecodeThreading.NONE:
             stream.thread_type = options.threading.name
@@ -104,15 +104,14 @@ class VideoSource:
 
     def frames(self, pts_offset_s: float = 0.0) -> Iterator[tuple[Any, float, float]]:
         """Yield (frame, pts_s + offset, monotonic receive time) until the source ends."""
-        index = 0
+        pts: float | None = None
         try:
             for packet in self._container.demux(self._stream):
                 for frame in packet.decode():
                     if frame.pts is not None and self._time_base:
                         pts = frame.pts * self._time_base
-                    else:
-                        pts = index * self._frame_s
-                    index += 1
+                    else:  # e.g. the first frame of an RTSP stream: one frame after the last
+                        pts = 0.0 if pts is None else pts + self._frame_s
                     self.last_pts_s = pts
                     yield frame, pts + pts_offset_s, time.monotonic()
         except av.error.ExitError as exc:  # PyAV's read timeout interrupted FFmpeg

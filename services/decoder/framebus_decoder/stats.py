@@ -109,7 +109,8 @@ class DecoderStats:
     def state(self, camera_id: str) -> CameraState:
         """The camera's current state."""
         with self._lock:
-            return self._cam(camera_id).state
+            cam = self._cameras.get(camera_id)
+            return CameraState.STARTING if cam is None else cam.state
 
     def snapshot(self) -> dict[str, CameraSnapshot]:
         """A copy of every camera's stats, by camera id."""
