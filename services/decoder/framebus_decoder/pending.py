@@ -62,12 +62,13 @@ class PendingQueue(Generic[T]):
             return PutResult(waited=True)
 
     def pop(self) -> T | None:
-        """The oldest item, or None; the caller holds the shared condition."""
-        if not self._items:
-            return None
-        item = self._items.popleft()
-        self._cond.notify_all()
-        return item
+        """The oldest item, or None (the shared condition is re-entrant: callers may hold it)."""
+        with self._cond:
+            if not self._items:
+                return None
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
 
     def __len__(self) -> int:
         return len(self._items)

@@ -29,3 +29,10 @@ def test_sampler_when_target_zero_then_every_frame() -> None:
 def test_sampler_when_timestamps_restart_then_resyncs() -> None:
     ts = [i / 25 for i in range(50)] + [i / 25 for i in range(50)]
     assert count_accepted(ts, 5.0) == pytest.approx(20, abs=1)
+
+
+def test_sampler_when_25fps_at_5_then_every_second_has_5() -> None:
+    sampler = FpsSampler(5.0)
+    kept = [t for t in (i / 25 for i in range(250)) if sampler.accept(t)]
+    per_second = [sum(1 for t in kept if int(t) == s) for s in range(10)]
+    assert all(4 <= n <= 6 for n in per_second), per_second

@@ -1,0 +1,39 @@
+import pytest
+
+from framebus_decoder.timing import Backoff, RealtimePacer, StallWatch
+
+
+def test_backoff_when_failures_repeat_then_doubles_up_to_the_cap() -> None:
+    backoff = Backoff(0.5, 4.0, 0.0)
+    assert [backoff.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    backoff.reset()
+    assert backoff.next_delay() == 0.5
+
+
+@pytest.mark.parametrize(("rand", "expected"), [(0.0, 0.8), (1.0, 1.2), (0.5, 1.0)])
+def test_backoff_when_jitter_then_delay_spread_within_fraction(
+    rand: float, expected: float
+) -> None:
+    assert Backoff(1.0, 10.0, 0.2, rand=lambda: rand).next_delay() == pytest.approx(expected)
+
+
+def test_pacer_when_frames_ahead_of_wall_clock_then_waits_the_difference() -> None:
+    pacer = RealtimePacer()
+    assert pacer.wait_s(10.0, 100.0) == 0.0
+    assert pacer.wait_s(10.4, 100.1) == pytest.approx(0.3)
+    assert pacer.wait_s(10.5, 100.9) == 0.0  # late: no wait
+
+
+def test_pacer_when_timestamps_jump_then_resyncs_instead_of_sleeping() -> None:
+    pacer = RealtimePacer()
+    pacer.wait_s(0.0, 0.0)
+    assert pacer.wait_s(3600.0, 0.1) == 0.0
+    assert pacer.wait_s(3600.5, 0.1) == pytest.approx(0.5)
+
+
+def test_stall_watch_when_progress_stops_then_stalled_after_timeout() -> None:
+    watch = StallWatch(2.0, now_s=0.0)
+    assert not watch.stalled(1.9)
+    assert watch.stalled(2.1)
+    watch.progress(5.0)  # e.g. the end of a wait on backpressure
+    assert not watch.stalled(6.0)
