@@ -20,6 +20,7 @@ number of consecutive frames of one camera. Choices made here (also in the READM
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -67,8 +68,19 @@ class Rule:
             for b in boxes
             if (not self.classes or b.class_name in self.classes)
             and b.score >= self.min_score
-            and point_in_polygon(anchor_point(b, self.anchor), self.zone)
+            and self._in_zone(anchor_point(b, self.anchor))
         )
+
+    @functools.cached_property
+    def _zone_bounds(self) -> tuple[float, float, float, float]:
+        xs, ys = [p[0] for p in self.zone], [p[1] for p in self.zone]
+        return min(xs), min(ys), max(xs), max(ys)
+
+    def _in_zone(self, point: Point) -> bool:
+        # The bounding-box test rejects most points before the polygon walk.
+        x0, y0, x1, y1 = self._zone_bounds
+        inside_bounds = x0 <= point[0] <= x1 and y0 <= point[1] <= y1
+        return inside_bounds and point_in_polygon(point, self.zone)
 
 
 def anchor_point(box: Box, anchor: ZoneAnchor) -> Point:

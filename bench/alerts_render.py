@@ -1,0 +1,99 @@
+"""Cost of the alerts rule engine and of render's drawing, as ratios to a same-run baseline.
+
+Alerts: evaluating the rules on a detections record vs decoding that record from Avro (which any
+consumer pays). Render: reconstructing + drawing a 1080p frame vs only reconstructing it.
+
+    .venv/bin/python bench/alerts_render.py
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from framebus.alerts.rules import Rule, RuleEngine
+from framebus.codec import DetectionsCodec
+from framebus.letterbox import Letterbox
+from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
+from framebus.render.draw import draw_detections, original_frame
+
+CAMERAS = 64
+BOXES = 10
+RULES = 8
+
+
+def per_second(fn: Callable[[int], None], n: int) -> float:
+    fn(min(n, 100))  # warm up
+    start = time.perf_counter()
+    fn(n)
+    return n / (time.perf_counter() - start)
+
+
+def records(n: int) -> list[Detections]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        xy = rng.uniform(0, 1800, size=(BOXES, 2))
+        boxes = tuple(
+            Box(float(x), float(y), float(x) + 80, float(y) + 160, 0, "person", 0.8) for x, y in xy
+        )
+        out.append(
+            Detections(f"cam-{i % CAMERAS}", i // CAMERAS, i, FrameStatus.INFERRED, "m", "1", boxes)
+        )
+    return out
+
+
+def bench_alerts(n: int = 20_000) -> None:
+    dets = records(n)
+    codec = DetectionsCodec()
+    payloads = [codec.encode(d) for d in dets]
+    zone = ((300.0, 200.0), (1500.0, 250.0), (1700.0, 1000.0), (200.0, 1050.0), (100.0, 600.0))
+    rules = [Rule(name=f"r{i}", zone=zone, min_consecutive=3) for i in range(RULES)]
+
+    def decode(k: int) -> None:
+        for p in payloads[:k]:
+            codec.decode(p)
+
+    def evaluate(k: int) -> None:
+        engine = RuleEngine(rules)
+        for d in dets[:k]:
+            engine.observe(d)
+
+    base, work = per_second(decode, n), per_second(evaluate, n)
+    print(
+        f"alerts: decode {base:,.0f} records/s, evaluate {RULES} rules x {BOXES} boxes "
+        f"{work:,.0f} records/s; evaluation costs {base / work:.2f}x a decode"
+    )
+
+
+def bench_render(n: int = 40) -> None:
+    lb = Letterbox.fit(1920, 1080, 640, 640)
+    tensor = np.full((640, 640, 3), 114, np.uint8)
+    frame = Frame(
+        "cam-0", 0, 0, 1920, 1080, (640, 640, 3), TensorLayout.HWC, lb.scale, lb.pad_x,
+        lb.pad_y, tensor.tobytes(),
+    )  # fmt: skip
+    det = records(1)[0]
+
+    def rebuild(k: int) -> None:
+        for _ in range(k):
+            original_frame(frame)
+
+    def rebuild_and_draw(k: int) -> None:
+        for _ in range(k):
+            draw_detections(original_frame(frame), frame, det)
+
+    # Interleaved rounds, best of each: the machine is shared, so single passes are noisy.
+    rounds = [(per_second(rebuild, n), per_second(rebuild_and_draw, n)) for _ in range(5)]
+    base, work = max(r[0] for r in rounds), max(r[1] for r in rounds)
+    print(
+        f"render: rebuild 1080p {base:,.1f} frames/s, rebuild + draw {BOXES} boxes "
+        f"{work:,.1f} frames/s; drawing adds {base / work - 1:.0%}"
+    )
+
+
+if __name__ == "__main__":
+    bench_alerts()
+    bench_render()
