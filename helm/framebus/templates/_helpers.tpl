@@ -1,0 +1,255 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "framebus.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* `<release>-<chart>`, or fullnameOverride; 63 characters at most (DNS label). */}}
+{{- define "framebus.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of a component's resources: `<fullname>-<suffix>`. The prefix is cut to 34 characters so
+that the longest suffix (`decoder-` plus a 20-character shard name) still fits in 63.
+Usage: include "framebus.componentName" (list . "decoder-a")
+*/}}
+{{- define "framebus.componentName" -}}
+{{- $root := index . 0 -}}
+{{- $prefix := include "framebus.fullname" $root | trunc 34 | trimSuffix "-" }}
+{{- printf "%s-%s" $prefix (index . 1) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "framebus.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels of one component. Usage: include "framebus.selectorLabels" (list . "decoder") */}}
+{{- define "framebus.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "framebus.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* All labels of one component's resources. Usage: include "framebus.labels" (list . "decoder") */}}
+{{- define "framebus.labels" -}}
+{{- $root := index . 0 -}}
+helm.sh/chart: {{ include "framebus.chart" $root }}
+{{ include "framebus.selectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: framebus
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "framebus.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "framebus.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* `repository:tag`, the tag defaulting to the chart's appVersion. Usage: include "framebus.image" (list . .Values.decoder.image) */}}
+{{- define "framebus.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 }}
+{{- printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) }}
+{{- end }}
+
+{{/*
+The decoder shards: `decoder.shards`, or one shard named "default" with `decoder.cameras`.
+Returned as YAML (`shards: [...]`) because templates can only return strings.
+*/}}
+{{- define "framebus.decoderShards" -}}
+{{- if .Values.decoder.shards }}
+{{- toYaml (dict "shards" .Values.decoder.shards) }}
+{{- else }}
+{{- toYaml (dict "shards" (list (dict "name" "default" "cameras" .Values.decoder.cameras))) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Kafka security: which parts are on.
+*/}}
+{{- define "framebus.kafka.usesSasl" -}}
+{{- if hasPrefix "sasl_" .Values.kafka.securityProtocol }}true{{ end }}
+{{- end }}
+
+{{- define "framebus.kafka.usesTls" -}}
+{{- if has .Values.kafka.securityProtocol (list "ssl" "sasl_ssl") }}true{{ end }}
+{{- end }}
+
+{{- define "framebus.kafka.tlsMountPath" -}}/etc/framebus/kafka-tls{{- end }}
+
+{{/*
+Environment shared by every framebus container: Kafka connection and topic names.
+Credentials only ever come from the user's Secret through secretKeyRef.
+*/}}
+{{- define "framebus.kafkaEnv" -}}
+{{- $kafka := .Values.kafka -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: FRAMEBUS_BOOTSTRAP_SERVERS
+  value: {{ $kafka.bootstrapServers | quote }}
+- name: FRAMEBUS_SECURITY_PROTOCOL
+  value: {{ $kafka.securityProtocol | quote }}
+- name: FRAMEBUS_CLIENT_ID
+  value: "{{ $kafka.clientId }}-$(POD_NAME)"
+- name: FRAMEBUS_FRAMES_TOPIC
+  value: {{ $kafka.topics.frames | quote }}
+- name: FRAMEBUS_DETECTIONS_TOPIC
+  value: {{ $kafka.topics.detections | quote }}
+- name: FRAMEBUS_DEADLETTER_TOPIC
+  value: {{ $kafka.topics.deadletter | quote }}
+{{- if include "framebus.kafka.usesSasl" . }}
+- name: FRAMEBUS_SASL_MECHANISM
+  value: {{ $kafka.sasl.mechanism | quote }}
+- name: FRAMEBUS_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $kafka.sasl.existingSecret | quote }}
+      key: {{ $kafka.sasl.usernameKey | quote }}
+- name: FRAMEBUS_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $kafka.sasl.existingSecret | quote }}
+      key: {{ $kafka.sasl.passwordKey | quote }}
+{{- end }}
+{{- if and (include "framebus.kafka.usesTls" .) $kafka.tls.existingSecret }}
+- name: FRAMEBUS_SSL_CA_LOCATION
+  value: "{{ include "framebus.kafka.tlsMountPath" . }}/{{ $kafka.tls.caKey }}"
+{{- if $kafka.tls.certKey }}
+- name: FRAMEBUS_SSL_CERTIFICATE_LOCATION
+  value: "{{ include "framebus.kafka.tlsMountPath" . }}/{{ $kafka.tls.certKey }}"
+- name: FRAMEBUS_SSL_KEY_LOCATION
+  value: "{{ include "framebus.kafka.tlsMountPath" . }}/{{ $kafka.tls.keyKey }}"
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Environment of the long-running services: logging and the health/metrics HTTP port. */}}
+{{- define "framebus.serviceEnv" -}}
+- name: FRAMEBUS_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: FRAMEBUS_HTTP_PORT
+  value: {{ .Values.http.port | quote }}
+{{- end }}
+
+{{/* Standard OpenTelemetry SDK variables. Usage: include "framebus.otelEnv" (list . "framebus-decoder") */}}
+{{- define "framebus.otelEnv" -}}
+{{- $otel := (index . 0).Values.otel -}}
+- name: OTEL_SERVICE_NAME
+  value: {{ index . 1 | quote }}
+{{- if $otel.enabled }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $otel.endpoint | quote }}
+# The images ship the OTLP/HTTP exporter only.
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: http/protobuf
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $otel.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $otel.samplerArg | quote }}
+{{- with $otel.resourceAttributes }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ . | quote }}
+{{- end }}
+{{- else }}
+- name: OTEL_SDK_DISABLED
+  value: "true"
+{{- end }}
+{{- end }}
+
+{{/* Volumes every framebus pod has: /tmp (the root filesystem is read-only) and the Kafka TLS Secret. */}}
+{{- define "framebus.commonVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- if and (include "framebus.kafka.usesTls" .) .Values.kafka.tls.existingSecret }}
+- name: kafka-tls
+  secret:
+    secretName: {{ .Values.kafka.tls.existingSecret | quote }}
+    defaultMode: 0440
+{{- end }}
+{{- end }}
+
+{{- define "framebus.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if and (include "framebus.kafka.usesTls" .) .Values.kafka.tls.existingSecret }}
+- name: kafka-tls
+  mountPath: {{ include "framebus.kafka.tlsMountPath" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Pod-level settings every framebus pod shares. */}}
+{{- define "framebus.podCommon" -}}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end }}
+
+{{/* Prometheus scrape annotations for a pod template. */}}
+{{- define "framebus.scrapeAnnotations" -}}
+{{- if .Values.metrics.podAnnotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.http.port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end }}
+
+{{/*
+HTTP port and probes of a framebus container: liveness on /healthz, readiness on /readyz, and an
+optional startup probe on /healthz. Usage: include "framebus.probes" .Values.decoder
+*/}}
+{{- define "framebus.probes" -}}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  {{- toYaml .livenessProbe | nindent 2 }}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: http
+  {{- toYaml .readinessProbe | nindent 2 }}
+{{- with .startupProbe }}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* KEDA's name for a SASL mechanism. */}}
+{{- define "framebus.keda.saslMode" -}}
+{{- $modes := dict "PLAIN" "plaintext" "SCRAM-SHA-256" "scram_sha256" "SCRAM-SHA-512" "scram_sha512" }}
+{{- get $modes .Values.kafka.sasl.mechanism }}
+{{- end }}
+
+{{/* Name of the TensorRT engine cache claim. */}}
+{{- define "framebus.engineCacheClaim" -}}
+{{- default (include "framebus.componentName" (list . "trt-cache")) .Values.inferencer.engineCache.pvc.existingClaim }}
+{{- end }}

@@ -1,0 +1,143 @@
+"""compose.yaml follows the Compose specification and wires the stack the way docs/deploy.md says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.helmutil import REPO
+
+pytestmark = pytest.mark.deploy
+
+COMPOSE = REPO / "compose.yaml"
+OTEL_CONFIG = REPO / "deploy" / "otel-collector.yaml"
+
+
+def _check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema with its vendored (offline) copy of the Compose specification schema."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    return doc
+
+
+def test_compose_when_checked_then_it_matches_the_compose_spec_schema() -> None:
+    proc = _check_compose_schema(COMPOSE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_compose_schema_check_when_a_condition_is_misspelt_then_it_fails(tmp_path: Path) -> None:
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(
+        "services:\n  a:\n    image: busybox:1.36\n    depends_on:\n"
+        "      b: {condition: service_ready}\n  b:\n    image: busybox:1.36\n",
+        encoding="utf-8",
+    )
+    proc = _check_compose_schema(broken)
+    assert proc.returncode != 0
+    assert "services.a.depends_on" in proc.stdout
+
+
+def test_compose_when_any_service_then_its_image_is_pinned(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        image = service["image"]
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag, f"{name}: {image} has no tag"
+        assert tag != "latest", f"{name}: {image} is not pinned"
+
+
+def test_kafka_when_started_then_kraft_with_raised_message_limits(compose: dict[str, Any]) -> None:
+    kafka = compose["services"]["kafka"]
+    assert kafka["image"] == "apache/kafka:4.1.1"
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_MESSAGE_MAX_BYTES"] == 10485760
+    assert env["KAFKA_REPLICA_FETCH_MAX_BYTES"] == 10485760
+    assert "healthcheck" in kafka
+
+
+def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
+    for name in ("decoder", "inferencer", "inferencer-cpu"):
+        deps = services[name]["depends_on"]
+        assert deps["topics"]["condition"] == "service_completed_successfully", name
+        assert "healthcheck" in services[name], name
+    assert services["decoder"]["depends_on"]["rtsp-camera"]["condition"] == "service_healthy"
+    # every service_healthy dependency has a health check to wait for
+    for name, service in services.items():
+        for dep, rule in (service.get("depends_on") or {}).items():
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[dep], f"{name} waits on {dep}'s missing check"
+
+
+def test_inferencer_when_gpu_profile_then_it_reserves_a_gpu_and_cpu_variant_does_not(
+    compose: dict[str, Any],
+) -> None:
+    gpu = compose["services"]["inferencer"]
+    (device,) = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia"
+    assert device["capabilities"] == ["gpu"]
+    cpu = compose["services"]["inferencer-cpu"]
+    assert cpu["profiles"] == ["cpu"]
+    assert "deploy" not in cpu
+    assert cpu["environment"]["FRAMEBUS_PROVIDERS"] == "cpu"
+    assert cpu["environment"]["FRAMEBUS_REQUIRE_GPU"] == "false"
+
+
+def test_tracing_when_stack_runs_then_services_export_to_collector_and_collector_to_jaeger(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
+    assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    for name in ("decoder", "inferencer", "inferencer-cpu"):
+        env = services[name]["environment"]
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
+        assert env["OTEL_SERVICE_NAME"].startswith("framebus-")
+    mounts = services["otel-collector"]["volumes"]
+    assert any(m.startswith("./deploy/otel-collector.yaml:") for m in mounts)
+
+
+def test_otel_collector_config_when_loaded_then_pipelines_use_only_defined_components() -> None:
+    config = yaml.safe_load(OTEL_CONFIG.read_text(encoding="utf-8"))
+    pipeline = config["service"]["pipelines"]["traces"]
+    for kind in ("receivers", "processors", "exporters"):
+        for component in pipeline[kind]:
+            assert component in config[kind], f"{kind}: {component} is not defined"
+    assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"] == "0.0.0.0:4318"
+    assert config["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+
+
+def test_decoder_when_started_then_its_camera_file_lists_the_sample_camera(
+    compose: dict[str, Any],
+) -> None:
+    decoder = compose["services"]["decoder"]
+    (config,) = decoder["configs"]
+    assert config["target"] == decoder["environment"]["FRAMEBUS_CAMERAS_FILE"]
+    cameras = yaml.safe_load(compose["configs"][config["source"]]["content"])["cameras"]
+    assert {c["url"] for c in cameras} == {"rtsp://rtsp-camera:8554/sample"}
+    assert len({c["id"] for c in cameras}) == len(cameras)

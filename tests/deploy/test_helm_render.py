@@ -1,0 +1,126 @@
+"""The chart lints, renders valid Kubernetes objects, and its values schema rejects bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from tests.deploy.crd_schemas import BY_KIND
+from tests.deploy.helmutil import CHART, CI_VALUES, K8S_VERSION, Helm, Rendered, write_values
+
+pytestmark = pytest.mark.deploy
+
+
+def test_lint_when_values_file_given_then_strict_lint_passes(
+    helm: Helm, values_path: Path | None
+) -> None:
+    args = ["lint", "--strict", "--kube-version", K8S_VERSION, str(CHART)]
+    if values_path is not None:
+        args += ["-f", str(values_path)]
+    proc = helm.run(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_template_when_values_file_given_then_every_builtin_kind_is_valid_kubernetes(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    checked = 0
+    for doc in rendered[values_name].docs:
+        if (doc["apiVersion"], doc["kind"]) in BY_KIND:
+            continue  # custom resources: see the next test
+        # strict: an unknown or misspelt field fails, as `kubectl apply --validate=strict` would.
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        checked += 1
+    assert checked >= 6
+
+
+def test_template_when_values_file_given_then_custom_resources_match_their_crds(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    for doc in rendered[values_name].docs:
+        schema = BY_KIND.get((doc["apiVersion"], doc["kind"]))
+        if schema is not None:
+            jsonschema.validate(doc, schema)
+
+
+def test_template_when_any_values_file_then_no_kind_is_left_unvalidated(
+    rendered: dict[str, Rendered],
+) -> None:
+    """Every kind rendered is covered: by kubernetes-validate, or by a CRD schema here."""
+    for result in rendered.values():
+        for doc in result.docs:
+            key = (doc["apiVersion"], doc["kind"])
+            if key in BY_KIND:
+                continue
+            try:
+                kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            except kubernetes_validate.SchemaNotFoundError:
+                pytest.fail(f"{key} has no Kubernetes schema and no CRD schema in crd_schemas.py")
+
+
+def test_crd_schema_when_keda_metadata_value_is_a_number_then_it_is_rejected() -> None:
+    """The CR schemas themselves can fail: KEDA wants every trigger metadata value a string."""
+    schema = BY_KIND[("keda.sh/v1alpha1", "ScaledObject")]
+    bad = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "x"},
+        "spec": {
+            "scaleTargetRef": {"name": "x"},
+            "triggers": [{"type": "kafka", "metadata": {"lagThreshold": 5}}],
+        },
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+@pytest.mark.parametrize(
+    ("setting", "where"),
+    [
+        ("string:inferencer.maxBatch=eight", "/inferencer/maxBatch"),
+        ("string:inferencer.replicas=two", "/inferencer/replicas"),
+        ("string:kafka.partitions.frames=many", "/kafka/partitions/frames"),
+        ("inferencer.gpu.enabled=maybe", "/inferencer/gpu/enabled"),
+        ("inferencer.maxBatch=0", "/inferencer/maxBatch"),
+        ("decoder.compression=brotli", "/decoder/compression"),
+        ("kafka.securityProtocol=SASL", "/kafka/securityProtocol"),
+        ("inferencer.providers={tensorrt,rocm}", "/inferencer/providers/1"),
+        ("inferencer.delivery=exactly-twice", "/inferencer/delivery"),
+        ("inferencer.model.source=huggingface", "/inferencer/model/source"),
+        ("keda.maxReplicaCount=0", "/keda/maxReplicaCount"),
+        ("podSecurityContext.runAsNonRoot=false", "/podSecurityContext/runAsNonRoot"),
+        ("inferencer.maxBatchSize=8", "/inferencer"),  # a misspelt key is not silently ignored
+    ],
+)
+def test_schema_when_value_is_wrong_then_helm_rejects_it_naming_the_key(
+    helm: Helm, setting: str, where: str
+) -> None:
+    proc = helm.template_cmd(sets=[setting])
+    assert proc.returncode != 0, f"{setting} was accepted"
+    assert "values don't meet the specifications of the schema" in proc.stderr
+    assert f"at '{where}'" in proc.stderr, proc.stderr
+
+
+def test_schema_when_values_file_has_wrong_type_then_rejected(helm: Helm, tmp_path: Path) -> None:
+    path = write_values(tmp_path, {"inferencer": {"maxBatch": "eight", "replicas": "two"}})
+    proc = helm.template_cmd(values=[path])
+    assert proc.returncode != 0
+    assert "at '/inferencer/maxBatch': got string, want integer" in proc.stderr
+    assert "at '/inferencer/replicas': got string, want integer" in proc.stderr
+
+
+def test_schema_when_camera_has_no_url_then_rejected(helm: Helm, tmp_path: Path) -> None:
+    path = write_values(tmp_path, {"decoder": {"cameras": [{"id": "cam-1"}]}})
+    proc = helm.template_cmd(values=[path])
+    assert proc.returncode != 0
+    assert "/decoder/cameras/0" in proc.stderr
+    assert "url" in proc.stderr
+
+
+def test_ci_values_files_exist() -> None:
+    for name, path in CI_VALUES.items():
+        assert path is None or path.is_file(), name

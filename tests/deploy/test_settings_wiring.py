@@ -1,0 +1,100 @@
+"""The chart and compose.yaml configure the services through settings the app really has.
+
+The services ignore `FRAMEBUS_*` variables they do not know, so a renamed setting would silently
+fall back to its default in a cluster (e.g. a TensorRT cache under a read-only home). Here every
+variable a manifest sets must name a field of the command's settings class, and the values must
+load through the app's own settings parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from framebus import settings as cfg
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus_decoder.settings import DecoderSettings
+from framebus_inferencer.settings import InferencerSettings
+from tests.deploy.helmutil import REPO, Rendered, containers_of
+
+pytestmark = pytest.mark.deploy
+
+SETTINGS: dict[str, tuple[type[Any], ...]] = {
+    "decoder": (DecoderSettings,),
+    "inferencer": (InferencerSettings,),
+    "topics": (KafkaSettings, TopicSettings),
+}
+
+
+def _known_names(classes: tuple[type[Any], ...]) -> set[str]:
+    names = {row[0] for cls in classes for row in cfg.reference_rows(cls)}
+    # Secrets may also come from a file named by <NAME>_FILE.
+    return names | {f"{n}_FILE" for n in names}
+
+
+def _env_values(container: dict[str, Any]) -> dict[str, str]:
+    """The container's env as the process would see it (references replaced by stand-ins)."""
+    env = {}
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = str(entry["value"])
+        elif "secretKeyRef" in entry.get("valueFrom", {}):
+            env[entry["name"]] = "from-a-secret"
+        else:
+            env[entry["name"]] = "pod-0"
+    return env
+
+
+def _check(command: str, env: dict[str, str], where: str) -> None:
+    classes = SETTINGS[command]
+    unknown = {k for k in env if k.startswith("FRAMEBUS_")} - _known_names(classes)
+    assert not unknown, f"{where}: {sorted(unknown)} are not settings of `framebus {command}`"
+    for cls in classes:
+        cfg.load(cls, env)  # raises ConfigError naming the variable on a bad value
+
+
+def _command_of(container: dict[str, Any]) -> str:
+    args = [*container.get("command", []), *container.get("args", [])]
+    assert args[0] == "framebus", args
+    return str(args[1])
+
+
+def test_chart_when_rendered_then_every_framebus_variable_is_a_real_setting(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    for component, pod_spec in rendered[values_name].pod_specs():
+        for container in containers_of(pod_spec):
+            if container["name"] == "fetch-model":
+                continue
+            command = _command_of(container)
+            _check(command, _env_values(container), f"{values_name}/{component}")
+
+
+def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() -> None:
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    checked = 0
+    for name, service in compose["services"].items():
+        if not service["image"].startswith("framebus/"):
+            continue
+        env = {k: str(v) for k, v in service.get("environment", {}).items()}
+        _check(str(service["command"][0]), env, f"compose {name}")
+        checked += 1
+    assert checked == 4
+
+
+def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:
+    dockerfile = (REPO / "services" / "inferencer" / "Dockerfile").read_text(encoding="utf-8")
+    names = {
+        word.split("=", 1)[0]
+        for word in dockerfile.replace("\\\n", " ").split()
+        if word.startswith("FRAMEBUS_") and "=" in word
+    }
+    assert "FRAMEBUS_TRT_CACHE_DIR" in names
+    assert not names - _known_names(SETTINGS["inferencer"])
+
+
+def test_wiring_check_when_a_variable_is_misspelt_then_it_fails() -> None:
+    with pytest.raises(AssertionError, match="FRAMEBUS_TRT_ENGINE_CACHE_DIR"):
+        _check("inferencer", {"FRAMEBUS_TRT_ENGINE_CACHE_DIR": "/x"}, "test")
