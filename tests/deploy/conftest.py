@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from tests.deploy.helmutil import CI_VALUES, Helm, Rendered, find_helm
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     binary = find_helm()
+    if binary is None and os.environ.get("CI"):
+        pytest.fail("helm not found in CI: .ci/run must build it (scripts/ci-setup-helm.sh)")
     if binary is None:
         pytest.skip(
             "helm not found: set FRAMEBUS_HELM or run scripts/install-helm.sh "
