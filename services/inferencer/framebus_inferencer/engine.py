@@ -1,20 +1,70 @@
-"""ONNX Runtime session for a YOLO-family detector."""
+"""ONNX Runtime engine: provider chain, uint8 graph surgery, per-bucket IO binding, warm-up.
+
+Only uint8 NHWC frames cross to the device; input and output buffers are allocated once per batch
+bucket (powers of two up to `max_batch`) and per worker thread, and reused for every batch.
+"""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import logging
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime as ort
 
 from framebus.errors import ModelError
+from framebus_inferencer.graph import InputSpec, prepend_uint8_input
+from framebus_inferencer.postprocess import class_names, detect_head
+from framebus_inferencer.providers import (
+    GPU_PROVIDERS,
+    EngineOptions,
+    batch_buckets,
+    bucket_for,
+    cpu_arena_config,
+    cpu_session_config,
+    provider_chain,
+)
+from framebus_inferencer.settings import HeadFormat
 
 log = logging.getLogger(__name__)
+
+_ORT_ERRORS: tuple[type[BaseException], ...] = (
+    RuntimeError,
+    ort.capi.onnxruntime_pybind11_state.Fail,
+    ort.capi.onnxruntime_pybind11_state.RuntimeException,
+)
+_LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    *_ORT_ERRORS,
+    ort.capi.onnxruntime_pybind11_state.InvalidProtobuf,
+    ort.capi.onnxruntime_pybind11_state.InvalidGraph,
+    onnx.onnx_cpp2py_export.checker.ValidationError,
+    onnx.onnx_cpp2py_export.shape_inference.InferenceError,
+    OSError,
+)
+_OOM_MARKERS = ("Available memory of", "Failed to allocate", "out of memory", "bfc_arena")
+
+_arena_lock = threading.Lock()
+_registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtime allows
+
+
+class EngineMemoryError(ModelError):
+    """A batch does not fit in the configured memory arena."""
+
+
+class ProviderFallbackError(ModelError):
+    """`require_gpu` is set but no GPU provider really loaded."""
+
+
+class InferenceError(ModelError):
+    """ONNX Runtime failed to run a batch."""
 
 
 @dataclass(frozen=True)
@@ -23,68 +73,226 @@ class ModelInfo:
 
     name: str
     version: str
-    input_name: str
-    input_height: int
-    input_width: int
+    input: InputSpec
+    output_names: tuple[str, ...]
     class_names: tuple[str, ...]
+    head: HeadFormat
+
+    @property
+    def input_name(self) -> str:
+        """Name of the uint8 NHWC image input."""
+        return self.input.name
+
+    @property
+    def frame_shape(self) -> tuple[int, int, int]:
+        """(H, W, C) of one frame tensor."""
+        return (self.input.height, self.input.width, self.input.channels)
+
+
+class _Slot:
+    """One batch bucket's preallocated buffers and IO binding (owned by one thread)."""
+
+    def __init__(self, engine: Engine, bucket: int) -> None:
+        self.bucket = bucket
+        shape = (bucket, *engine.info.frame_shape)
+        self.staging: npt.NDArray[np.uint8] = np.zeros(shape, np.uint8)
+        if engine.device == "cpu":
+            # Shares the numpy buffer: writing a frame into `staging` is writing the input.
+            self.input = ort.OrtValue.ortvalue_from_numpy(self.staging)
+        else:
+            self.input = ort.OrtValue.ortvalue_from_shape_and_type(
+                shape, np.uint8, engine.device, engine.options.device_id
+            )
+        self.binding = engine.session.io_binding()
+        self.binding.bind_ortvalue_input(engine.info.input_name, self.input)
+        self.outputs: list[npt.NDArray[Any]] | None = None
+        for name in engine.info.output_names:
+            self.binding.bind_output(name, "cpu")
+
+    def preallocate_outputs(self, engine: Engine) -> list[npt.NDArray[Any]]:
+        """After one run, bind host arrays of the now-known output shapes, reused from then on."""
+        first = [v.numpy() for v in self.binding.get_outputs()]
+        self.outputs = [np.empty_like(a) for a in first]
+        self.binding.clear_binding_outputs()
+        for name, arr in zip(engine.info.output_names, self.outputs, strict=True):
+            self.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(arr))
+        return first
 
 
 class Engine:
-    """Runs batches of uint8 HWC frames through the model."""
+    """Runs batches of uint8 HWC frames through the model with IO binding."""
 
-    def __init__(self, model_path: Path, intra_op_threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        options: EngineOptions | None = None,
+        labels_path: Path | None = None,
+        head: HeadFormat = HeadFormat.AUTO,
+    ) -> None:
+        self.options = options or EngineOptions()
         if not model_path.is_file():
             raise ModelError(
                 f"model file not found: {model_path} (set FRAMEBUS_MODEL_PATH / --model-path)"
             )
-        options = ort.SessionOptions()
-        if intra_op_threads:
-            options.intra_op_num_threads = intra_op_threads
         try:
-            self.session = ort.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
-            )
-        except (
-            ort.capi.onnxruntime_pybind11_state.Fail,
-            ort.capi.onnxruntime_pybind11_state.InvalidProtobuf,
-            ort.capi.onnxruntime_pybind11_state.InvalidGraph,
-        ) as exc:
+            raw = model_path.read_bytes()
+            model, spec = prepend_uint8_input(onnx.load_from_string(raw))
+            self.session = self._session(model, spec)
+        except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
-        self.info = _model_info(self.session, model_path)
-        self.provider = self.session.get_providers()[0]
+        self.provider: str = self.session.get_providers()[0]
+        self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
+        self._check_gpu()
+        self.info = self._model_info(model_path, raw, spec, labels_path, head)
+        self.buckets = batch_buckets(self.options.max_batch)
+        self._local = threading.local()
+        self.warmed_up = False
 
-    def run(self, frames: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-        """Infer a (N, H, W, 3) uint8 batch; return the raw first output."""
-        images = frames.transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)
-        (output, *_rest) = self.session.run(None, {self.info.input_name: images})
-        return np.asarray(output, dtype=np.float32)
-
-
-def _model_info(session: ort.InferenceSession, path: Path) -> ModelInfo:
-    inp = session.get_inputs()[0]
-    shape = inp.shape
-    if len(shape) != 4 or not isinstance(shape[2], int) or not isinstance(shape[3], int):
-        raise ModelError(
-            f"model input {inp.name} has shape {shape}; expected [N, 3, H, W] with fixed H, W"
+    def _session(self, model: onnx.ModelProto, spec: InputSpec) -> ort.InferenceSession:
+        opts = self.options
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if opts.intra_op_threads:
+            so.intra_op_num_threads = opts.intra_op_threads
+        arena = cpu_arena_config(opts)
+        if arena is not None:
+            register_cpu_arena(arena)
+        for key, value in cpu_session_config(opts).items():
+            so.add_session_config_entry(key, value)
+        frame_dims = (spec.height, spec.width, spec.channels)
+        chain = provider_chain(opts, spec.name, frame_dims, ort.get_available_providers())
+        for name, provider_opts in chain:
+            if name == "TensorrtExecutionProvider":
+                Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
+        log.info("creating ONNX Runtime session", extra={"providers": [n for n, _ in chain]})
+        return ort.InferenceSession(
+            model.SerializeToString(),
+            so,
+            providers=[n for n, _ in chain],
+            provider_options=[o for _, o in chain],
         )
-    meta = session.get_modelmeta().custom_metadata_map
-    names: tuple[str, ...] = ()
-    if "names" in meta:
-        try:
-            parsed = ast.literal_eval(meta["names"])
-            names = (
-                tuple(str(parsed[i]) for i in sorted(parsed))
-                if isinstance(parsed, dict)
-                else tuple(parsed)
+
+    def _check_gpu(self) -> None:
+        loaded = self.session.get_providers()
+        if self.options.require_gpu and not GPU_PROVIDERS.intersection(loaded):
+            wanted = [p.ort_name for p in self.options.providers]
+            raise ProviderFallbackError(
+                f"FRAMEBUS_REQUIRE_GPU is set but no GPU provider loaded: requested {wanted}, "
+                f"this ONNX Runtime offers {ort.get_available_providers()}, loaded {loaded}. "
+                "Install onnxruntime-gpu with matching CUDA/cuDNN/TensorRT libraries, or unset "
+                "FRAMEBUS_REQUIRE_GPU to run on the CPU."
             )
-        except (ValueError, SyntaxError):
-            log.warning("model metadata `names` is not a dict or list; using class indices")
-    version = meta.get("version") or hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return ModelInfo(
-        name=path.stem,
-        version=str(version),
-        input_name=inp.name,
-        input_height=shape[2],
-        input_width=shape[3],
-        class_names=names,
-    )
+
+    def _model_info(
+        self,
+        path: Path,
+        raw: bytes,
+        spec: InputSpec,
+        labels_path: Path | None,
+        head: HeadFormat,
+    ) -> ModelInfo:
+        meta = self.session.get_modelmeta().custom_metadata_map
+        names = class_names(meta, labels_path)
+        outputs = self.session.get_outputs()
+        if head is HeadFormat.AUTO:
+            head = detect_head([o.shape for o in outputs], len(names))
+        version = meta.get("version") or hashlib.sha256(raw).hexdigest()[:12]
+        return ModelInfo(
+            name=path.stem,
+            version=str(version),
+            input=spec,
+            output_names=tuple(o.name for o in outputs),
+            class_names=names,
+            head=head,
+        )
+
+    @property
+    def arena_limit_bytes(self) -> int:
+        """The memory cap of the provider in use (0 = none)."""
+        if self.device == "cuda":
+            return self.options.gpu_mem_limit_bytes
+        return self.options.cpu_arena_limit_bytes
+
+    def _slot(self, bucket: int) -> _Slot:
+        slots: dict[int, _Slot] | None = getattr(self._local, "slots", None)
+        if slots is None:
+            slots = self._local.slots = {}
+        slot = slots.get(bucket)
+        if slot is None:
+            slot = slots[bucket] = _Slot(self, bucket)
+        return slot
+
+    def warm_up(self) -> dict[int, float]:
+        """Run every bucket once on this thread (allocating its buffers); return ms per bucket."""
+        timings: dict[int, float] = {}
+        for bucket in self.buckets:
+            started = time.perf_counter()
+            self._run(self._slot(bucket), bucket)
+            timings[bucket] = (time.perf_counter() - started) * 1000
+        self.warmed_up = True
+        log.info("warm-up done", extra={"provider": self.provider, "ms_per_bucket": timings})
+        return timings
+
+    def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
+        """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.
+
+        The returned arrays are this thread's reused buffers: read them before the next call.
+        """
+        n = len(frames)
+        if n == 0:
+            raise ValueError("empty batch")
+        bucket = bucket_for(n, self.buckets)
+        slot = self._slot(bucket)
+        frame_shape = self.info.frame_shape
+        for i, frame in enumerate(frames):
+            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes) else frame
+            slot.staging[i] = src.reshape(frame_shape)
+        if n < bucket:
+            slot.staging[n:] = 0  # padding frames; their outputs are ignored
+        return self._run(slot, n)
+
+    def _run(self, slot: _Slot, n: int) -> list[npt.NDArray[Any]]:
+        if self.device != "cpu":
+            slot.input.update_inplace(slot.staging)
+        try:
+            self.session.run_with_iobinding(slot.binding)
+        except _ORT_ERRORS as exc:
+            raise self._explain(exc, n, slot.bucket) from exc
+        if slot.outputs is None:
+            if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
+                return list(slot.binding.copy_outputs_to_cpu())
+            return slot.preallocate_outputs(self)
+        return slot.outputs
+
+    def _explain(self, exc: BaseException, n: int, bucket: int) -> ModelError:
+        text = str(exc)
+        if any(marker in text for marker in _OOM_MARKERS):
+            limit = self.arena_limit_bytes
+            knob = (
+                "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
+                if self.device == "cuda"
+                else ("FRAMEBUS_CPU_ARENA_LIMIT_BYTES")
+            )
+            return EngineMemoryError(
+                f"a batch of {n} frames (bucket {bucket}) does not fit in the {self.device} memory "
+                f"arena limit of {limit} bytes ({knob}); raise the limit or lower "
+                f"FRAMEBUS_MAX_BATCH. ONNX Runtime said: {text.splitlines()[0][:300]}"
+            )
+        return InferenceError(f"inference of a batch of {n} frames failed: {text[:500]}")
+
+
+def register_cpu_arena(config: dict[str, int]) -> None:
+    """Register the process-wide capped CPU arena (ONNX Runtime allows one per process)."""
+    with _arena_lock:
+        if _registered_arena:
+            if _registered_arena != config:
+                raise ModelError(
+                    f"a CPU arena with {_registered_arena} is already registered in this process; "
+                    "ONNX Runtime allows one: use the same FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
+                )
+            return
+        info = ort.OrtMemoryInfo(
+            "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+        )
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg(config))
+        _registered_arena.update(config)

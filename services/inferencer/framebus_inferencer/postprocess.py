@@ -1,13 +1,28 @@
-"""Decoding of YOLO output heads, class-aware NMS, and mapping of boxes to original pixels."""
+"""Decoding of YOLO output heads, class-aware NMS, and class names (pure numpy).
+
+Three output layouts are understood:
+- YOLOv5: one output `[N, anchors, 5 + classes]` (cx, cy, w, h, objectness, class scores);
+- YOLOv8 / YOLO11: one output `[N, 4 + classes, anchors]` (cx, cy, w, h, class scores);
+- end-to-end (NMS inside the model): one output `[N, K, 6]` (x1, y1, x2, y2, score, class), or
+  the four outputs `num_dets [N, 1]`, `boxes [N, K, 4]`, `scores [N, K]`, `classes [N, K]`.
+Boxes are in model-input pixels; `framebus.letterbox.boxes_to_original` maps them back.
+"""
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from framebus.errors import ModelError
+from framebus_inferencer.settings import HeadFormat
+
 FloatArray = npt.NDArray[np.float32]
+MAX_NMS_CANDIDATES = 30000  # as in the YOLO reference code: bounds NMS time on noisy frames
 
 
 @dataclass(frozen=True)
@@ -36,33 +51,84 @@ def cxcywh_to_xyxy(boxes: FloatArray) -> FloatArray:
     return out
 
 
-def decode_yolov8(
-    output: FloatArray, conf_threshold: float, iou_threshold: float
-) -> list[RawDetections]:
-    """YOLOv8/YOLO11 head `[N, 4 + classes, anchors]` -> per-image detections after NMS."""
-    results = []
-    for image in output:  # (4 + C, A)
-        pred = image.T  # (A, 4 + C)
-        class_scores = pred[:, 4:]
-        class_ids = class_scores.argmax(axis=1)
-        scores = class_scores[np.arange(len(pred)), class_ids]
-        keep = scores >= conf_threshold
-        boxes = cxcywh_to_xyxy(pred[keep, :4])
-        results.append(_nms_result(boxes, scores[keep], class_ids[keep], iou_threshold))
-    return results
-
-
-def _nms_result(
-    boxes: FloatArray, scores: FloatArray, class_ids: npt.NDArray[np.int64], iou_threshold: float
-) -> RawDetections:
-    if len(boxes) == 0:
-        return RawDetections.empty()
-    keep = nms(boxes, scores, class_ids, iou_threshold)
-    return RawDetections(
-        boxes[keep].astype(np.float32),
-        scores[keep].astype(np.float32),
-        class_ids[keep].astype(np.int64),
+def detect_head(shapes: Sequence[Sequence[int | str | None]], num_classes: int) -> HeadFormat:
+    """Infer the head layout from the output shapes (and the class count, when known)."""
+    if len(shapes) == 4:
+        return HeadFormat.END2END
+    if len(shapes) < 1 or len(shapes[0]) != 3:
+        raise ModelError(
+            f"cannot tell the detector head from output shapes {list(shapes)}; set "
+            "FRAMEBUS_HEAD_FORMAT to yolov5, yolov8 or end2end"
+        )
+    _, a, b = shapes[0]
+    if num_classes and b == 5 + num_classes:
+        return HeadFormat.YOLOV5
+    if num_classes and a == 4 + num_classes:
+        return HeadFormat.YOLOV8
+    if b == 6 and num_classes != 1:
+        return HeadFormat.END2END
+    if isinstance(a, int) and isinstance(b, int):
+        return HeadFormat.YOLOV8 if a < b else HeadFormat.YOLOV5
+    raise ModelError(
+        f"cannot tell the detector head from output shape {list(shapes[0])}; set "
+        "FRAMEBUS_HEAD_FORMAT to yolov5, yolov8 or end2end"
     )
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """Turns raw model outputs of a batch into per-image detections."""
+
+    head: HeadFormat
+    conf_threshold: float = 0.25
+    iou_threshold: float = 0.45
+    max_detections: int = 300
+
+    def decode(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> list[RawDetections]:
+        """Detections of the first `n` images of a (possibly padded) batch."""
+        if self.head is HeadFormat.YOLOV8:
+            return [self._candidates_v8(np.asarray(outputs[0][i], np.float32)) for i in range(n)]
+        if self.head is HeadFormat.YOLOV5:
+            return [self._candidates_v5(np.asarray(outputs[0][i], np.float32)) for i in range(n)]
+        if self.head is HeadFormat.END2END:
+            return [self._end2end(outputs, i) for i in range(n)]
+        raise ModelError("head format must be resolved before decoding")
+
+    def _candidates_v8(self, image: FloatArray) -> RawDetections:
+        pred = image.T  # (A, 4 + C)
+        return self._nms(pred[:, :4], pred[:, 4:])
+
+    def _candidates_v5(self, pred: FloatArray) -> RawDetections:
+        return self._nms(pred[:, :4], pred[:, 5:] * pred[:, 4:5])
+
+    def _nms(self, cxcywh: FloatArray, class_scores: FloatArray) -> RawDetections:
+        class_ids = class_scores.argmax(axis=1)
+        scores = class_scores[np.arange(len(class_scores)), class_ids]
+        keep = np.flatnonzero(scores >= self.conf_threshold)
+        if keep.size > MAX_NMS_CANDIDATES:
+            keep = keep[np.argsort(-scores[keep], kind="stable")[:MAX_NMS_CANDIDATES]]
+        if keep.size == 0:
+            return RawDetections.empty()
+        boxes = cxcywh_to_xyxy(cxcywh[keep])
+        kept = nms(boxes, scores[keep], class_ids[keep], self.iou_threshold)[: self.max_detections]
+        return RawDetections(
+            boxes[kept].astype(np.float32),
+            scores[keep][kept].astype(np.float32),
+            class_ids[keep][kept].astype(np.int64),
+        )
+
+    def _end2end(self, outputs: Sequence[npt.NDArray[np.generic]], i: int) -> RawDetections:
+        if len(outputs) == 4:
+            count = int(np.asarray(outputs[0][i]).reshape(-1)[0])
+            boxes = np.asarray(outputs[1][i][:count], np.float32).reshape(-1, 4)
+            scores = np.asarray(outputs[2][i][:count], np.float32).reshape(-1)
+            classes = np.asarray(outputs[3][i][:count]).reshape(-1).astype(np.int64)
+        else:
+            rows = np.asarray(outputs[0][i], np.float32).reshape(-1, 6)
+            boxes, scores, classes = rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64)
+        keep = np.flatnonzero(scores >= self.conf_threshold)
+        keep = keep[np.argsort(-scores[keep], kind="stable")][: self.max_detections]
+        return RawDetections(boxes[keep], scores[keep], classes[keep])
 
 
 def nms(
@@ -75,7 +141,7 @@ def nms(
     """
     if len(boxes) == 0:
         return np.zeros(0, dtype=np.int64)
-    span = float(boxes.max()) + 1.0
+    span = float(np.abs(boxes).max()) * 2 + 1.0
     shifted = boxes + (class_ids.astype(np.float32) * span)[:, None]
     order = np.argsort(-scores, kind="stable")
     x1, y1, x2, y2 = (shifted[:, i] for i in range(4))
@@ -91,3 +157,30 @@ def nms(
         iou = inter / np.maximum(areas[best] + areas[rest] - inter, 1e-9)
         order = rest[iou <= iou_threshold]
     return np.asarray(keep, dtype=np.int64)
+
+
+def class_names(metadata: Mapping[str, str], labels_path: Path | None = None) -> tuple[str, ...]:
+    """Class names from a labels file (one a line) or the model's `names` metadata, else ()."""
+    if labels_path is not None:
+        try:
+            lines = labels_path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ModelError(f"cannot read labels file {labels_path}: {exc.strerror}") from None
+        return tuple(line.strip() for line in lines if line.strip())
+    raw = metadata.get("names")
+    if not raw:
+        return ()
+    try:
+        parsed = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return ()
+    if isinstance(parsed, dict):
+        return tuple(str(parsed[k]) for k in sorted(parsed))
+    if isinstance(parsed, list | tuple):
+        return tuple(str(x) for x in parsed)
+    return ()
+
+
+def class_name(names: Sequence[str], class_id: int) -> str:
+    """The name of a class id, or the id as text when unknown."""
+    return names[class_id] if 0 <= class_id < len(names) else str(class_id)

@@ -1,12 +1,54 @@
-"""Inferencer settings: batching, freshness, model and delivery."""
+"""Inferencer settings: batching, freshness, fairness, engine, memory and delivery."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.settings import check, setting
+
+
+class Provider(enum.Enum):
+    """ONNX Runtime execution providers framebus knows how to configure."""
+
+    TENSORRT = "tensorrt"
+    CUDA = "cuda"
+    CPU = "cpu"
+
+    @property
+    def ort_name(self) -> str:
+        """The provider's name in ONNX Runtime."""
+        return {
+            Provider.TENSORRT: "TensorrtExecutionProvider",
+            Provider.CUDA: "CUDAExecutionProvider",
+            Provider.CPU: "CPUExecutionProvider",
+        }[self]
+
+
+class DeliveryMode(enum.Enum):
+    """How results and consumed offsets are made durable."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
+class HeadFormat(enum.Enum):
+    """Layout of the detector's output; `auto` infers it from the output shapes."""
+
+    AUTO = "auto"
+    YOLOV5 = "yolov5"
+    YOLOV8 = "yolov8"
+    END2END = "end2end"
+
+
+class CudnnConvAlgoSearch(enum.Enum):
+    """cuDNN convolution algorithm search of the CUDA provider."""
+
+    EXHAUSTIVE = "exhaustive"
+    HEURISTIC = "heuristic"
+    DEFAULT = "default"
 
 
 @dataclass(frozen=True)
@@ -16,13 +58,60 @@ class InferencerSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
     model_path: Path | None = setting(None, "ONNX detection model (YOLOv5/YOLOv8/YOLO11 export).")
+    labels_path: Path | None = setting(
+        None, "Text file of class names, one a line; overrides the model's `names` metadata."
+    )
+    head_format: HeadFormat = setting(HeadFormat.AUTO, "Output layout of the model.")
     consumer_group: str = setting("framebus-inferencer", "Kafka consumer group of the inferencers.")
     max_batch: int = setting(8, "A batch closes when it holds this many frames ...")
     max_wait_ms: float = setting(20.0, "... or this long after its first frame arrived, if sooner.")
+    max_frame_age_ms: float = setting(
+        0.0,
+        "Frames older than this (capture time to now) are not inferred but reported "
+        "DROPPED_STALE (0 = no limit).",
+    )
+    max_frames_per_camera: int = setting(
+        0, "At most this many frames of one camera in a batch; the rest wait (0 = max_batch)."
+    )
+    max_pending_frames: int = setting(
+        0, "Frames held in memory waiting for a batch before consuming pauses (0 = 4 x max_batch)."
+    )
     confidence_threshold: float = setting(0.25, "Minimum score of a reported box.")
     iou_threshold: float = setting(0.45, "IoU above which NMS suppresses a box of the same class.")
+    max_detections: int = setting(300, "At most this many boxes per frame, best first.")
+    providers: tuple[Provider, ...] = setting(
+        (Provider.TENSORRT, Provider.CUDA, Provider.CPU),
+        "Execution providers to try, in order; unavailable ones are skipped.",
+    )
+    require_gpu: bool = setting(
+        False, "Fail at start-up unless TensorRT or CUDA really loaded (no silent CPU fallback)."
+    )
+    device_id: int = setting(0, "GPU index for the TensorRT and CUDA providers.")
+    trt_fp16: bool = setting(True, "TensorRT: build FP16 engines.")
+    trt_cache_dir: Path = setting(
+        Path("~/.cache/framebus/trt").expanduser(),
+        "TensorRT: directory of the engine cache and the timing cache.",
+    )
+    trt_workspace_bytes: int = setting(2 * 1024**3, "TensorRT: builder workspace limit, bytes.")
+    gpu_mem_limit_bytes: int = setting(
+        4 * 1024**3, "CUDA: arena limit on GPU memory, bytes (arena grows as requested)."
+    )
+    cudnn_conv_algo_search: CudnnConvAlgoSearch = setting(
+        CudnnConvAlgoSearch.HEURISTIC, "CUDA: how cuDNN picks convolution algorithms."
+    )
+    cpu_arena_limit_bytes: int = setting(
+        0, "CPU: byte limit of the shared CPU memory arena (0 = unlimited)."
+    )
     intra_op_threads: int = setting(
         0, "ONNX Runtime intra-op threads on the CPU (0 = its default)."
+    )
+    delivery: DeliveryMode = setting(
+        DeliveryMode.AT_LEAST_ONCE,
+        "at_least_once: offsets stored after delivery; exactly_once: Kafka transactions.",
+    )
+    transactional_id: str | None = setting(
+        None,
+        "Transactional id for exactly_once; stable per instance (default: group + host name).",
     )
     stop_after_idle_s: float = setting(
         0.0, "Exit after this many seconds without frames (0 = run forever; demos and tests)."
@@ -33,7 +122,29 @@ class InferencerSettings:
     def __post_init__(self) -> None:
         check(1 <= self.max_batch <= 256, "max_batch", "must be between 1 and 256")
         check(self.max_wait_ms >= 0, "max_wait_ms", "must be >= 0")
+        check(self.max_frame_age_ms >= 0, "max_frame_age_ms", "must be >= 0 (0 = no limit)")
+        check(
+            0 <= self.max_frames_per_camera <= self.max_batch,
+            "max_frames_per_camera",
+            "must be between 0 and max_batch",
+        )
+        check(self.max_pending_frames >= 0, "max_pending_frames", "must be >= 0")
         check(0 <= self.confidence_threshold <= 1, "confidence_threshold", "must be in [0, 1]")
         check(0 <= self.iou_threshold <= 1, "iou_threshold", "must be in [0, 1]")
+        check(self.max_detections >= 1, "max_detections", "must be >= 1")
+        check(bool(self.providers), "providers", "must name at least one provider")
         check(self.intra_op_threads >= 0, "intra_op_threads", "must be >= 0")
+        check(self.cpu_arena_limit_bytes >= 0, "cpu_arena_limit_bytes", "must be >= 0")
+        check(self.gpu_mem_limit_bytes > 0, "gpu_mem_limit_bytes", "must be > 0")
+        check(self.trt_workspace_bytes > 0, "trt_workspace_bytes", "must be > 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
+
+    @property
+    def camera_quota(self) -> int:
+        """Frames of one camera allowed in one batch."""
+        return self.max_frames_per_camera or self.max_batch
+
+    @property
+    def pending_limit(self) -> int:
+        """Frames held waiting for a batch before consuming pauses."""
+        return self.max_pending_frames or 4 * self.max_batch

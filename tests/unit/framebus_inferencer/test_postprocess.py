@@ -1,6 +1,18 @@
-import numpy as np
+from pathlib import Path
 
-from framebus_inferencer.postprocess import cxcywh_to_xyxy, decode_yolov8, nms
+import numpy as np
+import pytest
+
+from framebus.errors import ModelError
+from framebus.letterbox import boxes_to_original
+from framebus_inferencer.postprocess import (
+    Decoder,
+    class_names,
+    cxcywh_to_xyxy,
+    detect_head,
+    nms,
+)
+from framebus_inferencer.settings import HeadFormat
 
 
 def test_nms_when_overlapping_same_class_then_lower_score_suppressed() -> None:
@@ -18,11 +30,15 @@ def test_nms_when_overlapping_different_classes_then_both_kept() -> None:
     assert kept.tolist() == [0, 1]
 
 
+def test_nms_when_lower_score_first_then_order_is_by_score() -> None:
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 12]], np.float32)
+    # IoU = 100 / 120 = 0.833 > 0.8: the 0.9 box survives even though it comes second
+    assert nms(boxes, np.array([0.3, 0.9], np.float32), np.array([2, 2]), 0.8).tolist() == [1]
+
+
 def test_nms_when_empty_then_empty() -> None:
-    assert (
-        nms(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64), 0.5).size
-        == 0
-    )
+    empty = nms(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64), 0.5)
+    assert empty.size == 0
 
 
 def test_decode_yolov8_when_two_anchors_overlap_then_one_box_in_corner_form() -> None:
@@ -30,10 +46,53 @@ def test_decode_yolov8_when_two_anchors_overlap_then_one_box_in_corner_form() ->
     out[0, :, 0] = [100, 50, 20, 10, 0.9, 0.1]  # cx, cy, w, h, class0, class1
     out[0, :, 1] = [101, 51, 20, 10, 0.6, 0.0]  # duplicate, lower score
     out[0, :, 2] = [300, 300, 10, 10, 0.1, 0.2]  # below threshold
-    (det,) = decode_yolov8(out, conf_threshold=0.25, iou_threshold=0.45)
+    (det,) = Decoder(HeadFormat.YOLOV8, 0.25, 0.45).decode([out], 1)
     np.testing.assert_allclose(det.boxes, [[90, 45, 110, 55]])
     assert det.class_ids.tolist() == [0]
     np.testing.assert_allclose(det.scores, [0.9])
+
+
+def test_decode_yolov5_when_objectness_low_then_score_is_product() -> None:
+    out = np.zeros((1, 2, 7), np.float32)
+    out[0, 0] = [50, 50, 10, 10, 0.5, 0.2, 0.8]  # obj 0.5 x class1 0.8 = 0.4
+    out[0, 1] = [80, 80, 10, 10, 0.3, 0.9, 0.1]  # 0.27 < 0.3
+    (det,) = Decoder(HeadFormat.YOLOV5, 0.3, 0.45).decode([out], 1)
+    np.testing.assert_allclose(det.boxes, [[45, 45, 55, 55]])
+    np.testing.assert_allclose(det.scores, [0.4], rtol=1e-6)
+    assert det.class_ids.tolist() == [1]
+
+
+def test_decode_when_batch_padded_then_only_real_images_decoded() -> None:
+    out = np.zeros((4, 6, 1), np.float32)
+    assert len(Decoder(HeadFormat.YOLOV8).decode([out], 3)) == 3
+
+
+def test_detect_head_when_shapes_given_then_layout_recognised() -> None:
+    assert detect_head([["batch", 84, 8400]], 80) is HeadFormat.YOLOV8
+    assert detect_head([["batch", 25200, 85]], 80) is HeadFormat.YOLOV5
+    assert detect_head([["batch", 84, 8400]], 0) is HeadFormat.YOLOV8
+    assert detect_head([["batch", 300, 6]], 80) is HeadFormat.END2END
+    assert detect_head([["b", 1], ["b", 100, 4], ["b", 100], ["b", 100]], 0) is HeadFormat.END2END
+    with pytest.raises(ModelError, match="FRAMEBUS_HEAD_FORMAT"):
+        detect_head([["b", "n", "m"]], 0)
+
+
+def test_class_names_when_labels_file_then_it_wins_over_metadata(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.txt"
+    labels.write_text("person\n\ncar\n")
+    meta = {"names": "{0: 'a', 1: 'b'}"}
+    assert class_names(meta, labels) == ("person", "car")
+    assert class_names(meta) == ("a", "b")
+    assert class_names({"names": "['x', 'y']"}) == ("x", "y")
+    assert class_names({}) == ()
+
+
+def test_letterbox_inverse_when_1080p_in_640_then_hand_computed_pixels() -> None:
+    # 1920x1080 -> 640: scale 1/3, resized 640x360, pad_y (640 - 360) / 2 = 140
+    model_boxes = np.array([[100, 200, 160, 260], [-5, 130, 700, 700]], np.float32)
+    out = boxes_to_original(model_boxes, 1 / 3, 0, 140, 1920, 1080)
+    np.testing.assert_allclose(out[0], [300, 180, 480, 360], atol=1e-3)
+    np.testing.assert_allclose(out[1], [0, 0, 1920, 1080], atol=1e-3)  # clipped
 
 
 def test_cxcywh_to_xyxy_when_converted_then_corners() -> None:

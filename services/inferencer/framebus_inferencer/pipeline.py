@@ -1,0 +1,438 @@
+"""The three-stage inferencer pipeline: receive -> infer -> publish, on three threads.
+
+Receiving and deserialising the next batch overlaps inference of the current one, and publishing
+(waiting for the broker's acknowledgements) of the previous one overlaps both, so the engine does
+not wait on Kafka while frames are queued. Bounded queues between the stages give backpressure.
+Offsets are stored (at-least-once) or sent in the transaction (exactly-once) only after the batch's
+records are delivered, at the lowest offset still in flight per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import confluent_kafka
+
+from framebus.codec import DetectionsCodec, FrameCodec
+from framebus.compression import decompress
+from framebus.errors import CodecError, DeliveryError, FramebusError, KafkaError, ModelError
+from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.kafka.producer import Producer
+from framebus.messages import FrameStatus
+from framebus_inferencer.batcher import Batch, DeadlineBatcher, Pending
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.offsets import OffsetTracker
+from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.records import (
+    Outgoing,
+    Received,
+    boxes_of,
+    check_tensor,
+    dead_letter,
+    detections,
+)
+from framebus_inferencer.settings import DeliveryMode, InferencerSettings
+from framebus_inferencer.stats import InferencerStats
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop latency
+QUEUE_POLL_S = 0.05
+TXN_TIMEOUT_S = 30.0
+Offsets = list[tuple[tuple[str, int], int]]
+
+
+class RewindError(KafkaError):
+    """A transaction was aborted: results were discarded and consumption must restart."""
+
+
+@dataclass
+class Work:
+    """A closed batch on its way from the receiver to the engine."""
+
+    batch: Batch[Received] | None
+    rejects: list[Outgoing] = field(default_factory=list)
+    reject_offsets: Offsets = field(default_factory=list)
+
+
+@dataclass
+class Publication:
+    """What the publisher must deliver, and the offsets that delivery completes."""
+
+    records: list[Outgoing]
+    offsets: Offsets
+
+
+def _offsets_of(items: list[Pending[Received]]) -> Offsets:
+    return [((i.payload.msg.topic() or "", i.partition), i.offset) for i in items]
+
+
+class Pipeline:
+    """Runs the three stages until stopped, idle, or failed."""
+
+    def __init__(
+        self,
+        settings: InferencerSettings,
+        engine: Engine,
+        consumer: Consumer,
+        producer: Producer,
+        stats: InferencerStats,
+        clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
+    ) -> None:
+        self.s = settings
+        self.engine = engine
+        self.consumer = consumer
+        self.producer = producer
+        self.stats = stats
+        self.clock_ms = clock_ms
+        self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
+        self.batcher: DeadlineBatcher[Received] = DeadlineBatcher(
+            settings.max_batch,
+            settings.max_wait_ms,
+            settings.camera_quota,
+            settings.max_frame_age_ms,
+            settings.pending_limit,
+            skip_ahead=not self.eos,
+        )
+        self.decoder = Decoder(
+            engine.info.head,
+            settings.confidence_threshold,
+            settings.iou_threshold,
+            settings.max_detections,
+        )
+        self.model = (engine.info.name, engine.info.version)
+        self.frames = FrameCodec()
+        self.codec = DetectionsCodec()
+        self.tracker = OffsetTracker()
+        self._tracker_lock = threading.Lock()
+        self.infer_q: queue.Queue[Work | None] = queue.Queue(maxsize=1)
+        self.publish_q: queue.Queue[Publication | None] = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.warmed = threading.Event()
+        self.failures: list[BaseException] = []
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        self._txn_open = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def run(self, outer_stop: threading.Event) -> None:
+        """Run all stages until `outer_stop`, idleness or a failure; raise the first failure."""
+        threads = [
+            threading.Thread(target=self._guard(self._receive, outer_stop), name="fb-receive"),
+            threading.Thread(target=self._guard(self._infer), name="fb-infer"),
+            threading.Thread(target=self._guard(self._publish), name="fb-publish"),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.failures:
+            raise self.failures[0]
+
+    def _guard(self, target: Callable[..., None], *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:  # reported: re-raised by run() on the caller's thread
+                log.exception("pipeline stage %s failed", threading.current_thread().name)
+                self.stats.error(type(exc).__name__)
+                self.failures.append(exc)
+                self.stop.set()
+                self.warmed.set()
+
+        return run
+
+    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
+        while True:
+            try:
+                q.put(item, timeout=QUEUE_POLL_S)
+                return True
+            except queue.Full:
+                if self.stop.is_set() and self.failures:
+                    return False
+
+    def _get(self, q: queue.Queue[Any]) -> Any:
+        while True:
+            try:
+                return q.get(timeout=QUEUE_POLL_S)
+            except queue.Empty:
+                if self.failures:
+                    return None
+
+    # ---- stage 1: receive ---------------------------------------------------------------------
+
+    def _receive(self, outer_stop: threading.Event) -> None:
+        self.warmed.wait()
+        if self.failures:
+            return
+        self.consumer.subscribe(
+            [self.s.topics.frames_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        last_frame = time.monotonic()
+        while not (outer_stop.is_set() or self.stop.is_set()):
+            got = self._receive_some()
+            if got:
+                last_frame = time.monotonic()
+            elif (
+                self.s.stop_after_idle_s
+                and time.monotonic() - last_frame > self.s.stop_after_idle_s
+                and not len(self.batcher)
+            ):
+                log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
+                break
+        final = self.batcher.flush(self.clock_ms(), _wall_us())
+        if final is not None and not self.failures:
+            self._submit(Work(final))
+        self._put(self.infer_q, None)
+
+    def _receive_some(self) -> int:
+        rejects: list[Outgoing] = []
+        reject_offsets: Offsets = []
+        got = 0
+        if not self.batcher.full:
+            deadline = self.batcher.next_deadline_ms(_wall_us())
+            timeout = IDLE_POLL_S
+            if deadline is not None:
+                timeout = min(IDLE_POLL_S, max(0.0, (deadline - self.clock_ms()) / 1000))
+            room = self.batcher.capacity - len(self.batcher)
+            messages = self.consumer.consume(room, timeout)
+            got = len(messages)
+            self.stats.received(got)
+            for msg in messages:
+                self._accept(msg, rejects, reject_offsets)
+        batch = self.batcher.poll(self.clock_ms(), _wall_us())
+        if batch is not None or rejects:
+            self._submit(Work(batch, rejects, reject_offsets))
+        return got
+
+    def _accept(self, msg: MessageProto, rejects: list[Outgoing], offsets: Offsets) -> None:
+        tp = (msg.topic() or "", msg.partition() or 0)
+        offset = msg.offset() or 0
+        with self._tracker_lock:
+            self.tracker.received(tp, offset)
+        try:
+            frame = self.frames.decode(msg.value() or b"")
+            tensor = decompress(frame.compression, frame.tensor)
+            problem = check_tensor(frame, tensor, self.engine.info.frame_shape)
+            if problem is not None:
+                raise CodecError(problem)
+        except CodecError as exc:
+            log.error("dead-lettering message at %s/%d: %s", tp, offset, exc)
+            self.stats.dead_letter()
+            rejects.append(
+                dead_letter(msg, self.s.topics.deadletter_topic, str(exc), type(exc).__name__)
+            )
+            offsets.append((tp, offset))
+            return
+        self.batcher.add(
+            Pending(
+                frame.camera_id,
+                frame.capture_ts_us,
+                self.clock_ms(),
+                tp[1],
+                offset,
+                Received(msg, frame, tensor),
+            )
+        )
+
+    def _submit(self, work: Work) -> None:
+        with self._idle:
+            self._in_flight += 1
+        if not self._put(self.infer_q, work):
+            with self._idle:
+                self._in_flight -= 1
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self.stats.connected = True
+        log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0 or bool(self.failures), 30.0)
+        gone = [(p.topic, p.partition) for p in partitions]
+        dropped = self.batcher.drop_partitions(p for _, p in gone)
+        with self._tracker_lock:
+            self.tracker.forget(gone)
+        log.info("revoked %s; %d waiting frames left to the next owner", gone, len(dropped))
+
+    # ---- stage 2: infer -----------------------------------------------------------------------
+
+    def _infer(self) -> None:
+        self.stats.provider = self.engine.provider
+        self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
+        self.engine.warm_up()
+        self.stats.warmed_up = True
+        self.warmed.set()
+        while True:
+            work = self._get(self.infer_q)
+            if work is None:
+                self._put(self.publish_q, None)
+                return
+            self._put(self.publish_q, self._process(work))
+
+    def _process(self, work: Work) -> Publication:
+        records = list(work.rejects)
+        offsets = list(work.reject_offsets)
+        batch = work.batch
+        if batch is not None:
+            records += self._stale_records(batch)
+            records += self._inferred_records(batch)
+            offsets += _offsets_of(list(batch.frames) + list(batch.stale))
+        return Publication(records, offsets)
+
+    def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
+        out = []
+        for p in batch.stale:
+            reason = f"older than max_frame_age_ms={self.s.max_frame_age_ms:g}"
+            det = detections(p.payload, FrameStatus.DROPPED_STALE, self.model, reason=reason)
+            self.stats.outcome(p.camera, "DROPPED_STALE", det.e2e_latency_ms, "stale")
+            out.append(self._record(p, det))
+        return out
+
+    def _inferred_records(self, batch: Batch[Received]) -> list[Outgoing]:
+        if not batch.frames:
+            return []
+        started = self.clock_ms()
+        try:
+            outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
+            raw = self.decoder.decode(outputs, len(batch.frames))
+        except ModelError as exc:
+            log.error("batch of %d frames failed: %s", len(batch.frames), exc)
+            self.stats.error(type(exc).__name__)
+            return self._failed_records(batch, str(exc))
+        inference_ms = self.clock_ms() - started
+        waits = [started - p.received_ms for p in batch.frames]
+        self.stats.batch(len(batch.frames), batch.reason, inference_ms, waits)
+        out = []
+        names = self.engine.info.class_names
+        for p, det, wait in zip(batch.frames, raw, waits, strict=True):
+            boxes = boxes_of(det, p.payload.frame, names)
+            rec = detections(
+                p.payload,
+                FrameStatus.INFERRED,
+                self.model,
+                boxes,
+                None,
+                wait,
+                inference_ms,
+                len(batch.frames),
+            )
+            self.stats.outcome(p.camera, "INFERRED", rec.e2e_latency_ms)
+            out.append(self._record(p, rec))
+        return out
+
+    def _failed_records(self, batch: Batch[Received], reason: str) -> list[Outgoing]:
+        out = []
+        for p in batch.frames:
+            det = detections(p.payload, FrameStatus.FAILED, self.model, reason=reason)
+            self.stats.outcome(p.camera, "FAILED", det.e2e_latency_ms, "failed")
+            out.append(self._record(p, det))
+        return out
+
+    def _record(self, p: Pending[Received], det: Any) -> Outgoing:
+        msg = p.payload.msg
+        return Outgoing(
+            self.s.topics.detections_topic,
+            self.codec.encode(det),
+            p.camera,
+            list(msg.headers() or []),
+        )
+
+    # ---- stage 3: publish ---------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        if self.eos:
+            self.producer.client.init_transactions(TXN_TIMEOUT_S)
+        while True:
+            pub = self._get(self.publish_q)
+            if pub is None:
+                if self._txn_open and not self.failures:
+                    self._commit_transaction()
+                return
+            if self.eos:
+                self._publish_transactional(pub)
+            else:
+                self._publish_at_least_once(pub)
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _publish_at_least_once(self, pub: Publication) -> None:
+        errors: list[str] = []
+
+        def report(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        for r in pub.records:
+            self.producer.produce(r.topic, r.value, r.key, r.headers, report, block_s=30.0)
+        pending = self.producer.flush(30.0)
+        if pending or errors:
+            raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
+        with self._tracker_lock:
+            self.tracker.delivered(pub.offsets)
+            marks = self.tracker.committable()
+            self.tracker.committed()
+        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
+        if tps:
+            try:
+                self.consumer.client.store_offsets(offsets=tps)
+            except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
+                log.warning("cannot store offsets %s: %s", marks, exc)
+                self.stats.error("store_offsets")
+
+    def _publish_transactional(self, pub: Publication) -> None:
+        client = self.producer.client
+        try:
+            if not self._txn_open:
+                client.begin_transaction()
+                self._txn_open = True
+            for r in pub.records:
+                self.producer.produce(r.topic, r.value, r.key, r.headers, None, block_s=30.0)
+            with self._tracker_lock:
+                self.tracker.delivered(pub.offsets)
+                ready = self.tracker.contiguous()
+            if ready:  # else a held-back frame sits below these offsets: keep the txn open
+                self._commit_transaction()
+        except confluent_kafka.KafkaException as exc:
+            self._abort(exc)
+
+    def _commit_transaction(self) -> None:
+        client = self.producer.client
+        try:
+            with self._tracker_lock:
+                marks = self.tracker.committable()
+            tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
+            if tps:
+                client.send_offsets_to_transaction(
+                    tps, self.consumer.client.consumer_group_metadata(), TXN_TIMEOUT_S
+                )
+            client.commit_transaction(TXN_TIMEOUT_S)
+            self._txn_open = False
+            with self._tracker_lock:
+                self.tracker.committed()
+        except confluent_kafka.KafkaException as exc:
+            self._abort(exc)
+
+    def _abort(self, exc: confluent_kafka.KafkaException) -> None:
+        err = exc.args[0]
+        self._txn_open = False
+        if err.txn_requires_abort():
+            self.producer.client.abort_transaction(TXN_TIMEOUT_S)
+            raise RewindError(f"transaction aborted: {err.str()}", err.name()) from exc
+        raise KafkaError(f"transaction failed: {err.str()}", err.name()) from exc
+
+
+def _wall_us() -> int:
+    return time.time_ns() // 1000
+
+
+__all__ = ["FramebusError", "Pipeline", "RewindError"]

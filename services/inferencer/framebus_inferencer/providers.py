@@ -1,0 +1,135 @@
+"""ONNX Runtime provider chains and their exact option dicts, built from settings (pure logic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider
+
+GPU_PROVIDERS = frozenset({Provider.TENSORRT.ort_name, Provider.CUDA.ort_name})
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """What the engine needs from the settings, without Kafka or batching knobs."""
+
+    providers: tuple[Provider, ...] = (Provider.TENSORRT, Provider.CUDA, Provider.CPU)
+    max_batch: int = 8
+    device_id: int = 0
+    trt_fp16: bool = True
+    trt_cache_dir: Path = Path("trt-cache")
+    trt_workspace_bytes: int = 2 * 1024**3
+    gpu_mem_limit_bytes: int = 4 * 1024**3
+    cudnn_conv_algo_search: CudnnConvAlgoSearch = CudnnConvAlgoSearch.HEURISTIC
+    cpu_arena_limit_bytes: int = 0
+    intra_op_threads: int = 0
+    require_gpu: bool = False
+
+
+def batch_buckets(max_batch: int) -> tuple[int, ...]:
+    """Batch sizes that get their own preallocated buffers: powers of two, and `max_batch`."""
+    sizes = {1 << i for i in range(max_batch.bit_length()) if (1 << i) <= max_batch}
+    sizes.add(max_batch)
+    return tuple(sorted(sizes))
+
+
+def bucket_for(n: int, buckets: Sequence[int]) -> int:
+    """Smallest bucket that holds `n` frames."""
+    for b in buckets:
+        if b >= n:
+            return b
+    raise ValueError(f"batch of {n} frames exceeds the largest bucket {buckets[-1]}")
+
+
+def profile_shapes(input_name: str, batch: int, frame_dims: Sequence[int]) -> str:
+    """A TensorRT optimisation-profile shape string, e.g. `images:8x640x640x3`."""
+    return f"{input_name}:" + "x".join(str(d) for d in (batch, *frame_dims))
+
+
+def tensorrt_options(
+    opts: EngineOptions, input_name: str, frame_dims: Sequence[int]
+) -> dict[str, Any]:
+    """TensorRT provider options: one explicit profile from batch 1 to `max_batch`.
+
+    With the profile fixed up front, a batch size the engine has not seen yet is still inside the
+    profile, so TensorRT never rebuilds the engine mid-stream (a rebuild takes seconds to minutes).
+    """
+    cache = str(opts.trt_cache_dir)
+    return {
+        "device_id": opts.device_id,
+        "trt_fp16_enable": opts.trt_fp16,
+        "trt_engine_cache_enable": True,
+        "trt_engine_cache_path": cache,
+        "trt_timing_cache_enable": True,
+        "trt_timing_cache_path": cache,
+        "trt_max_workspace_size": opts.trt_workspace_bytes,
+        "trt_profile_min_shapes": profile_shapes(input_name, 1, frame_dims),
+        "trt_profile_opt_shapes": profile_shapes(input_name, opts.max_batch, frame_dims),
+        "trt_profile_max_shapes": profile_shapes(input_name, opts.max_batch, frame_dims),
+    }
+
+
+def cuda_options(opts: EngineOptions) -> dict[str, Any]:
+    """CUDA provider options: a capped arena that grows only by what is requested."""
+    return {
+        "device_id": opts.device_id,
+        "gpu_mem_limit": opts.gpu_mem_limit_bytes,
+        "arena_extend_strategy": "kSameAsRequested",
+        "cudnn_conv_algo_search": opts.cudnn_conv_algo_search.name,
+    }
+
+
+def cpu_options(opts: EngineOptions) -> dict[str, Any]:
+    """CPU provider options: none; its arena is the shared one of `cpu_arena_config`."""
+    return {}
+
+
+K_SAME_AS_REQUESTED = (
+    1  # OrtArenaCfg's arena_extend_strategy: 0 kNextPowerOfTwo, 1 kSameAsRequested
+)
+
+
+def cpu_arena_config(opts: EngineOptions) -> dict[str, int] | None:
+    """The `OrtArenaCfg` of the shared CPU arena, or None when no limit is set.
+
+    The arena grows only by what is requested, so the limit is a real cap rather than the next
+    power of two above it.
+    """
+    if not opts.cpu_arena_limit_bytes:
+        return None
+    return {
+        "max_mem": opts.cpu_arena_limit_bytes,
+        "arena_extend_strategy": K_SAME_AS_REQUESTED,
+        "initial_chunk_size_bytes": -1,
+        "max_dead_bytes_per_chunk": -1,
+    }
+
+
+def cpu_session_config(opts: EngineOptions) -> dict[str, str]:
+    """Session config entries: use the process-wide (capped) CPU arena when a limit is set."""
+    return {"session.use_env_allocators": "1"} if opts.cpu_arena_limit_bytes else {}
+
+
+def provider_chain(
+    opts: EngineOptions,
+    input_name: str,
+    frame_dims: Sequence[int],
+    available: Sequence[str],
+) -> list[tuple[str, dict[str, Any]]]:
+    """The configured providers that this ONNX Runtime build has, in order, with their options."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    for p in opts.providers:
+        if p.ort_name not in available:
+            continue
+        if p is Provider.TENSORRT:
+            chain.append((p.ort_name, tensorrt_options(opts, input_name, frame_dims)))
+        elif p is Provider.CUDA:
+            chain.append((p.ort_name, cuda_options(opts)))
+        else:
+            chain.append((p.ort_name, cpu_options(opts)))
+    if not any(name == Provider.CPU.ort_name for name, _ in chain):
+        chain.append((Provider.CPU.ort_name, cpu_options(opts)))  # ORT always needs a fallback
+    return chain

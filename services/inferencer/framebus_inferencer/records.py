@@ -1,0 +1,111 @@
+"""Turning frames and model results into detections and dead-letter records (pure logic)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from framebus.kafka.consumer import MessageProto
+from framebus.kafka.deadletter import dead_letter_headers
+from framebus.letterbox import boxes_to_original
+from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
+from framebus_inferencer.postprocess import RawDetections, class_name
+
+
+@dataclass(frozen=True)
+class Received:
+    """A consumed frame message, decoded, with its raw tensor bytes."""
+
+    msg: MessageProto
+    frame: Frame
+    tensor: bytes
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One Kafka record to produce."""
+
+    topic: str
+    value: bytes
+    key: bytes | str | None
+    headers: list[tuple[str, bytes]]
+
+
+def boxes_of(det: RawDetections, frame: Frame, names: Sequence[str]) -> tuple[Box, ...]:
+    """Model-input boxes of one frame, mapped back to its original pixels and clipped."""
+    xyxy = boxes_to_original(
+        det.boxes, frame.scale, frame.pad_x, frame.pad_y, frame.orig_width, frame.orig_height
+    )
+    return tuple(
+        Box(
+            float(b[0]),
+            float(b[1]),
+            float(b[2]),
+            float(b[3]),
+            int(c),
+            class_name(names, int(c)),
+            float(s),
+        )
+        for b, c, s in zip(xyxy, det.class_ids, det.scores, strict=True)
+    )
+
+
+def detections(
+    item: Received,
+    status: FrameStatus,
+    model: tuple[str, str],
+    boxes: tuple[Box, ...] = (),
+    reason: str | None = None,
+    queue_wait_ms: float = 0.0,
+    inference_ms: float = 0.0,
+    batch_size: int = 0,
+    now_s: float | None = None,
+) -> Detections:
+    """The one detections record of a frame."""
+    frame = item.frame
+    now = time.time() if now_s is None else now_s
+    return Detections(
+        camera_id=frame.camera_id,
+        seq=frame.seq,
+        capture_ts_us=frame.capture_ts_us,
+        status=status,
+        model_name=model[0],
+        model_version=model[1],
+        boxes=boxes,
+        reason=reason,
+        orig_width=frame.orig_width,
+        orig_height=frame.orig_height,
+        queue_wait_ms=queue_wait_ms,
+        inference_ms=inference_ms,
+        batch_size=batch_size,
+        e2e_latency_ms=max(0.0, now * 1000 - frame.capture_ts_us / 1000),
+        frame_partition=item.msg.partition() or 0,
+        frame_offset=item.msg.offset() or 0,
+    )
+
+
+def dead_letter(msg: MessageProto, topic: str, reason: str, error_type: str) -> Outgoing:
+    """The dead-letter record of a message that cannot be processed."""
+    return Outgoing(
+        topic,
+        msg.value() or b"",
+        msg.key(),
+        dead_letter_headers(msg, reason, error_type, "inferencer"),
+    )
+
+
+def check_tensor(frame: Frame, tensor: bytes, expected: tuple[int, int, int]) -> str | None:
+    """Why a frame's tensor cannot be fed to the model, or None when it can."""
+    if frame.dtype != "uint8":
+        return f"frame dtype {frame.dtype} is not uint8"
+    if frame.layout is not TensorLayout.HWC:
+        return f"frame layout {frame.layout.value} is not HWC"
+    if frame.shape != expected or len(tensor) != int(np.prod(expected)):
+        return (
+            f"frame tensor shape {frame.shape} ({len(tensor)} B) does not match the model input "
+            f"{expected} (HWC); set the decoder's input size to the model's"
+        )
+    return None

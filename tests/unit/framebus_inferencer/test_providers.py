@@ -1,0 +1,109 @@
+from pathlib import Path
+
+import pytest
+
+from framebus.errors import ConfigError
+from framebus_inferencer.providers import (
+    EngineOptions,
+    batch_buckets,
+    bucket_for,
+    cpu_arena_config,
+    cpu_session_config,
+    cuda_options,
+    provider_chain,
+    tensorrt_options,
+)
+from framebus_inferencer.service import engine_options
+from framebus_inferencer.settings import CudnnConvAlgoSearch, InferencerSettings, Provider
+
+ALL = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def test_tensorrt_options_when_configured_then_exact_dict_with_profile_batch_1_to_max() -> None:
+    opts = EngineOptions(
+        max_batch=8, trt_fp16=True, trt_cache_dir=Path("/cache/trt"), trt_workspace_bytes=1 << 30
+    )
+    assert tensorrt_options(opts, "images", (640, 640, 3)) == {
+        "device_id": 0,
+        "trt_fp16_enable": True,
+        "trt_engine_cache_enable": True,
+        "trt_engine_cache_path": "/cache/trt",
+        "trt_timing_cache_enable": True,
+        "trt_timing_cache_path": "/cache/trt",
+        "trt_max_workspace_size": 1 << 30,
+        "trt_profile_min_shapes": "images:1x640x640x3",
+        "trt_profile_opt_shapes": "images:8x640x640x3",
+        "trt_profile_max_shapes": "images:8x640x640x3",
+    }
+
+
+def test_cuda_options_when_configured_then_capped_arena_same_as_requested() -> None:
+    opts = EngineOptions(
+        device_id=1,
+        gpu_mem_limit_bytes=2 << 30,
+        cudnn_conv_algo_search=CudnnConvAlgoSearch.EXHAUSTIVE,
+    )
+    assert cuda_options(opts) == {
+        "device_id": 1,
+        "gpu_mem_limit": 2 << 30,
+        "arena_extend_strategy": "kSameAsRequested",
+        "cudnn_conv_algo_search": "EXHAUSTIVE",
+    }
+
+
+def test_cpu_arena_when_limit_set_then_arena_cfg_and_env_allocators() -> None:
+    opts = EngineOptions(cpu_arena_limit_bytes=256 << 20)
+    assert cpu_arena_config(opts) == {
+        "max_mem": 256 << 20,
+        "arena_extend_strategy": 1,
+        "initial_chunk_size_bytes": -1,
+        "max_dead_bytes_per_chunk": -1,
+    }
+    assert cpu_session_config(opts) == {"session.use_env_allocators": "1"}
+    assert cpu_arena_config(EngineOptions()) is None
+    assert cpu_session_config(EngineOptions()) == {}
+
+
+def test_provider_chain_when_gpu_missing_then_only_cpu_remains() -> None:
+    chain = provider_chain(EngineOptions(), "images", (640, 640, 3), ["CPUExecutionProvider"])
+    assert chain == [("CPUExecutionProvider", {})]
+
+
+def test_provider_chain_when_all_available_then_tensorrt_cuda_cpu_in_order() -> None:
+    chain = provider_chain(EngineOptions(), "images", (640, 640, 3), ALL)
+    assert [name for name, _ in chain] == ALL
+
+
+def test_provider_chain_when_cpu_not_configured_then_still_appended_as_fallback() -> None:
+    chain = provider_chain(EngineOptions(providers=(Provider.CUDA,)), "images", (64, 64, 3), ALL)
+    assert [name for name, _ in chain] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def test_batch_buckets_when_max_not_power_of_two_then_included() -> None:
+    assert batch_buckets(8) == (1, 2, 4, 8)
+    assert batch_buckets(12) == (1, 2, 4, 8, 12)
+    assert bucket_for(3, (1, 2, 4, 8)) == 4
+    assert bucket_for(8, (1, 2, 4, 8)) == 8
+
+
+def test_settings_when_loaded_from_env_then_engine_options_follow() -> None:
+    from framebus import settings as cfg
+
+    s = cfg.load(
+        InferencerSettings,
+        {
+            "FRAMEBUS_PROVIDERS": "cuda,cpu",
+            "FRAMEBUS_GPU_MEM_LIMIT_BYTES": "1_000_000",
+            "FRAMEBUS_REQUIRE_GPU": "true",
+            "FRAMEBUS_MAX_FRAMES_PER_CAMERA": "2",
+        },
+    )
+    opts = engine_options(s)
+    assert opts.providers == (Provider.CUDA, Provider.CPU)
+    assert opts.gpu_mem_limit_bytes == 1_000_000 and opts.require_gpu
+    assert s.camera_quota == 2
+
+
+def test_settings_when_quota_above_max_batch_then_rejected_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match="FRAMEBUS_MAX_FRAMES_PER_CAMERA"):
+        InferencerSettings(max_batch=4, max_frames_per_camera=5)
