@@ -119,6 +119,7 @@ class Pipeline:
         self._in_flight = 0
         self._idle = threading.Condition()
         self._txn_open = False
+        self._last_frame = time.monotonic()
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -175,14 +176,15 @@ class Pipeline:
         self.consumer.subscribe(
             [self.s.topics.frames_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
-        last_frame = time.monotonic()
+        self._last_frame = time.monotonic()
         while not (outer_stop.is_set() or self.stop.is_set()):
             got = self._receive_some()
             if got:
-                last_frame = time.monotonic()
+                self._last_frame = time.monotonic()
             elif (
                 self.s.stop_after_idle_s
-                and time.monotonic() - last_frame > self.s.stop_after_idle_s
+                and self.stats.connected  # idle counts from the assignment, not from joining
+                and time.monotonic() - self._last_frame > self.s.stop_after_idle_s
                 and not len(self.batcher)
             ):
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
@@ -251,6 +253,7 @@ class Pipeline:
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self.stats.connected = True
+        self._last_frame = time.monotonic()
         log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:

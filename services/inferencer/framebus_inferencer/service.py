@@ -73,7 +73,13 @@ def run(
     engine = engine or build_engine(settings)
     eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
     producer_overrides = {"transactional.id": transactional_id(settings)} if eos else {}
-    consumer_overrides = {"enable.auto.commit": False} if eos else {}
+    # Exactly-once: offsets go only through transactions; static membership lets a restarted
+    # instance take its partitions back at once instead of after the session timeout.
+    consumer_overrides: dict[str, object] = (
+        {"enable.auto.commit": False, "group.instance.id": transactional_id(settings)}
+        if eos
+        else {}
+    )
     rewinds = 0
     while True:
         try:
