@@ -10,6 +10,7 @@ from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
 from framebus_inferencer.engine import Engine
+from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.pipeline import Pipeline, RewindError
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
@@ -71,6 +72,17 @@ def run(
     stop = stop or threading.Event()
     stats = stats or InferencerStats()
     engine = engine or build_engine(settings)
+    server = start_health_server(settings.http_port, stats) if settings.http_port else None
+    try:
+        return _run_pipeline(settings, stop, stats, engine)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run_pipeline(
+    settings: InferencerSettings, stop: threading.Event, stats: InferencerStats, engine: Engine
+) -> int:
     eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
     producer_overrides = {"transactional.id": transactional_id(settings)} if eos else {}
     # Exactly-once: offsets go only through transactions; static membership lets a restarted

@@ -107,3 +107,32 @@ def test_settings_when_loaded_from_env_then_engine_options_follow() -> None:
 def test_settings_when_quota_above_max_batch_then_rejected_naming_the_setting() -> None:
     with pytest.raises(ConfigError, match="FRAMEBUS_MAX_FRAMES_PER_CAMERA"):
         InferencerSettings(max_batch=4, max_frames_per_camera=5)
+
+
+def test_health_server_when_not_warmed_up_then_not_ready_and_stats_exported() -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from framebus_inferencer.metrics import start_health_server
+    from framebus_inferencer.stats import InferencerStats
+
+    stats = InferencerStats(provider="CPUExecutionProvider")
+    stats.batch(4, "full", 12.0, [1.0, 2.0])
+    stats.outcome("cam", "INFERRED", 30.0)
+    live = start_health_server(0, stats)
+    try:
+        base = f"http://127.0.0.1:{live.port}"
+        try:
+            urllib.request.urlopen(base + "/readyz")  # noqa: S310
+            raise AssertionError("expected 503")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+            assert "not warmed up" in json.loads(exc.read())["reasons"]["inferencer"]
+        stats.warmed_up = stats.connected = True
+        assert urllib.request.urlopen(base + "/readyz").status == 200  # noqa: S310
+        text = urllib.request.urlopen(base + "/metrics").read().decode()  # noqa: S310
+        assert 'framebus_inferencer_batches_total{size="4"} 1.0' in text
+        assert 'framebus_inferencer_provider{provider="CPUExecutionProvider"} 1.0' in text
+    finally:
+        live.stop()
