@@ -14,10 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
 from framebus.errors import KafkaError
 from framebus.kafka.producer import Producer, ProducerQueueFullError
 from framebus.letterbox import Letterbox
 from framebus.messages import Compression, TensorLayout
+from framebus.telemetry.tracing import inject_headers, tracer
 from framebus_decoder.pending import PendingQueue, PutResult
 from framebus_decoder.settings import BackpressurePolicy
 from framebus_decoder.stats import DecoderStats
@@ -57,6 +61,7 @@ class FramePublisher:
         self._stats = stats
         self._capacity = capacity
         self._encoder = FrameEncoder()
+        self._tracer = tracer(__name__)
         self._cond = threading.Condition()
         self._queues: dict[str, PendingQueue[PendingFrame]] = {}
         self._next_seq: dict[str, int] = {}  # kept across camera restarts: seq never goes back
@@ -137,10 +142,38 @@ class FramePublisher:
             )
         finally:
             frame.release()
+        # One span per published frame, from capture (decode) to send; its context rides in the
+        # record's headers so the inferencer's batch span can link to it.
+        span = self._tracer.start_span(
+            "frame publish",
+            kind=SpanKind.PRODUCER,
+            start_time=frame.capture_ts_us * 1000,
+            attributes={
+                "framebus.camera_id": cid,
+                "framebus.seq": seq,
+                "messaging.system": "kafka",
+                "messaging.destination.name": self._topic,
+                "messaging.operation.type": "send",
+                "messaging.kafka.message.key": cid,
+            },
+        )
+        headers = inject_headers(trace.set_span_in_context(span)) if span.is_recording() else None
+        try:
+            self._produce(cid, value, headers)
+        finally:
+            span.end()
+
+    def _produce(self, cid: str, value: bytes, headers: list[tuple[str, bytes]] | None) -> None:
+        seq = self._next_seq.get(cid, 0)
         while True:
             try:
                 self._producer.produce(
-                    self._topic, value, key=cid, on_delivery=self._on_delivery(cid), block_s=0.5
+                    self._topic,
+                    value,
+                    key=cid,
+                    headers=headers,
+                    on_delivery=self._on_delivery(cid),
+                    block_s=0.5,
                 )
                 break
             except ProducerQueueFullError:

@@ -8,6 +8,7 @@ ended or `stop` is set.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -16,7 +17,10 @@ from pathlib import Path
 from framebus.errors import ConfigError
 from framebus.kafka.producer import Producer
 from framebus.messages import TensorLayout
+from framebus.telemetry.health import HealthServer
+from framebus.telemetry.tracing import setup_tracing
 from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
+from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.publisher import FramePublisher
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.source import SourceOptions
@@ -193,12 +197,18 @@ def run(
     cameras = load_cameras(settings)
     producer = Producer(settings.kafka, overrides=producer_overrides(settings))
     service = DecoderService(settings, producer, stop, stats)
+    registry, health = decoder_telemetry(stats, settings.kafka)
+    server = (
+        HealthServer(settings.http_port, health, registry).start() if settings.http_port else None
+    )
+    setup_tracing("framebus-decoder", os.environ)
     service.publisher.start()
     service.apply(cameras)
     watcher = CameraFileWatcher(settings.cameras_file) if settings.cameras_file else None
     next_check = next_summary = time.monotonic()
     try:
         while not stop.is_set():
+            health.heartbeat("supervisor", allowance_s=30.0)
             now = time.monotonic()
             if watcher is not None and settings.cameras_reload_s and now >= next_check:
                 next_check = now + settings.cameras_reload_s
@@ -215,6 +225,8 @@ def run(
     finally:
         service.shutdown()
         undelivered = service.publisher.close(settings.drain_timeout_s)
+        if server is not None:
+            server.stop()
     log_summary(stats)
     snaps = stats.snapshot().values()
     failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]

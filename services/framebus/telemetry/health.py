@@ -30,6 +30,7 @@ class Health:
         self._lock = threading.Lock()
         self._beats: dict[str, tuple[float, float]] = {}  # loop -> (last beat, allowance s)
         self._checks: dict[str, ReadinessCheck] = {}
+        self._details: dict[str, Callable[[], Any]] = {}
 
     def heartbeat(self, loop: str, allowance_s: float = 30.0) -> None:
         """Record that `loop` is alive; it counts as stuck after `allowance_s` without a beat."""
@@ -45,6 +46,11 @@ class Health:
         """Register a readiness check."""
         with self._lock:
             self._checks[name] = check
+
+    def add_detail(self, name: str, detail: Callable[[], Any]) -> None:
+        """Register information shown in every `/readyz` answer (it does not decide readiness)."""
+        with self._lock:
+            self._details[name] = detail
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         """(alive, details): stuck loops and how long since they beat."""
@@ -64,6 +70,7 @@ class Health:
         """(ready, details): the reason of every failing check."""
         with self._lock:
             checks = dict(self._checks)
+            details = dict(self._details)
         reasons: dict[str, str] = {}
         for name, check in checks.items():
             try:
@@ -75,6 +82,8 @@ class Health:
         body: dict[str, Any] = {"status": "ready" if not reasons else "not ready"}
         if reasons:
             body["reasons"] = reasons
+        for name, detail in details.items():
+            body[name] = detail()
         return not reasons, body
 
 

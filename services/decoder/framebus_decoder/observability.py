@@ -1,0 +1,127 @@
+"""The decoder's Prometheus metrics, liveness and readiness, read from its `DecoderStats`.
+
+Metrics are computed at scrape time from the same thread-safe counters the logs use, so the two
+can never disagree and the hot path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import broker_reachable
+from framebus.telemetry.health import Health
+from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
+
+
+class DecoderCollector(Collector):
+    """Per-camera counters and states as Prometheus metric families."""
+
+    def __init__(self, stats: DecoderStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        """Yield the metric families (called by the registry at each scrape)."""
+        snaps = self._stats.snapshot()
+        frames = CounterMetricFamily(
+            "framebus_decoder_frames",
+            "Frames per camera by outcome: decoded, sampled_out, published, delivered, delivery_failed.",
+            labels=["camera", "outcome"],
+        )
+        dropped = CounterMetricFamily(
+            "framebus_decoder_frames_dropped",
+            "Frames dropped per camera, by reason.",
+            labels=["camera", "reason"],
+        )
+        reconnects = CounterMetricFamily(
+            "framebus_decoder_reconnects", "Source reconnects per camera.", labels=["camera"]
+        )
+        errors = CounterMetricFamily(
+            "framebus_decoder_source_errors",
+            "Source failures per camera, by reason.",
+            labels=["camera", "reason"],
+        )
+        state = GaugeMetricFamily(
+            "framebus_decoder_camera_state",
+            "1 for the camera's current state.",
+            labels=["camera", "state"],
+        )
+        age = GaugeMetricFamily(
+            "framebus_decoder_last_frame_age_seconds",
+            "Seconds since the camera's last decoded frame.",
+            labels=["camera"],
+        )
+        for cid, snap in snaps.items():
+            for name in COUNTERS:
+                if name != "reconnects":
+                    frames.add_metric([cid, name], snap.count(name))
+            reconnects.add_metric([cid], snap.count("reconnects"))
+            for reason, n in snap.dropped.items():
+                dropped.add_metric([cid, reason], n)
+            for reason, n in snap.errors.items():
+                errors.add_metric([cid, reason], n)
+            state.add_metric([cid, snap.state.value], 1)
+            if snap.last_frame_age_s is not None:
+                age.add_metric([cid], snap.last_frame_age_s)
+        yield from (frames, dropped, reconnects, errors, state, age)
+
+
+class KafkaProbe:
+    """Whether the brokers answer, checked at most every `every_s` seconds (probes are frequent)."""
+
+    def __init__(self, kafka: KafkaSettings, every_s: float = 3.0) -> None:
+        self._kafka = kafka
+        self._every_s = every_s
+        self._checked_at = -1e9
+        self._reason: str | None = "not checked yet"
+
+    def __call__(self) -> str | None:
+        """None when the brokers answer, else the reason."""
+        now = time.monotonic()
+        if now - self._checked_at >= self._every_s:
+            self._checked_at = now
+            ok = broker_reachable(self._kafka, 2.0)
+            self._reason = (
+                None if ok else f"Kafka brokers {self._kafka.bootstrap_servers} do not answer"
+            )
+        return self._reason
+
+
+def decoder_telemetry(
+    stats: DecoderStats, kafka: KafkaSettings
+) -> tuple[CollectorRegistry, Health]:
+    """The registry and health of one decoder run."""
+    registry = CollectorRegistry()
+    registry.register(DecoderCollector(stats))
+    health = Health()
+    health.add_check("kafka", KafkaProbe(kafka))
+    health.add_check("sources", lambda: sources_not_ready(stats))
+    health.add_detail("stalled_cameras", lambda: cameras_in(stats, CameraState.RECONNECTING))
+    health.add_detail("backpressure_cameras", lambda: cameras_in(stats, CameraState.BACKPRESSURE))
+    return registry, health
+
+
+def cameras_in(stats: DecoderStats, state: CameraState) -> dict[str, str]:
+    """Cameras in `state`, with the reason each is there."""
+    return {
+        cid: s.state_reason or state.value
+        for cid, s in stats.snapshot().items()
+        if s.state is state
+    }
+
+
+def sources_not_ready(stats: DecoderStats) -> str | None:
+    """Not ready while no camera is producing; stalled and held-back cameras are named apart."""
+    snaps = stats.snapshot()
+    if not snaps:
+        return "no cameras configured"
+    if any(s.state in (CameraState.STREAMING, CameraState.BACKPRESSURE) for s in snaps.values()):
+        return None
+    stalled = sorted(c for c, s in snaps.items() if s.state is CameraState.RECONNECTING)
+    return f"no camera is producing frames; stalled (reconnecting): {', '.join(stalled) or 'none'}"
