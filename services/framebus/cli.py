@@ -109,6 +109,57 @@ def _render_command(args: argparse.Namespace) -> int:
     return run(cfg.load(RenderSettings, os.environ, args))
 
 
+def _tune_command(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from framebus.perf.tune import (
+        TuneSettings,
+        batch_sizes,
+        engine_factory,
+        format_table,
+        run_tune,
+        write_outputs,
+    )
+
+    settings = cfg.load(TuneSettings, os.environ, args)
+    configure_logging("warning", json_lines=False)
+    steps = len(batch_sizes(settings.max_batch_limit)) + 1
+    with tqdm(total=steps, desc="measuring", unit="step") as bar:
+
+        def progress(what: str) -> None:
+            bar.set_postfix_str(what)
+            bar.update(1)
+
+        result = run_tune(settings, engine_factory(settings), progress)
+    files = write_outputs(result, settings)
+    print(format_table(result))
+    print("\nwrote " + ", ".join(files.values()))
+    print("\nHelm values:\n" + Path(files["helm"]).read_text(encoding="utf-8"))
+    return 0 if result.recommendation.fits else 1
+
+
+def _loadtest_command(args: argparse.Namespace) -> int:
+    from framebus.perf.loadtest import LoadtestSettings, format_report, run_loadtest
+
+    settings = cfg.load(LoadtestSettings, os.environ, args)
+    configure_logging("warning", json_lines=False)
+    _start_local_kafka_if_needed(settings.kafka)
+    result = run_loadtest(settings)
+    print(format_report(result))
+    print(f"wrote {settings.output_dir}/loadtest.json, loadtest-latency.png")
+    return 0 if result.unaccounted == 0 else 1
+
+
+def _start_local_kafka_if_needed(kafka: KafkaSettings) -> None:
+    from framebus.kafka.topics import broker_reachable
+    from framebus.localkafka import LocalKafka
+
+    if not broker_reachable(kafka, 3.0):
+        broker = LocalKafka(port=int(kafka.bootstrap_servers.rsplit(":", 1)[-1]))
+        broker.start()
+        print(f"started the local Kafka {broker.bootstrap}; logs: {broker.log_file}")
+
+
 def _config_docs_command(args: argparse.Namespace) -> int:
     from framebus.configdoc import configuration_reference
 
@@ -183,6 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         cfg.add_arguments(p, settings_cls)
         p.set_defaults(func=func)
+
+    from framebus.perf.loadtest import LoadtestSettings
+    from framebus.perf.tune import TuneSettings
+
+    tune = sub.add_parser("tune", help="measure batch sizes and recommend max_batch/max_wait_ms")
+    cfg.add_arguments(tune, TuneSettings)
+    tune.set_defaults(func=_tune_command)
+    loadtest = sub.add_parser("loadtest", help="replay many cameras end to end and report latency")
+    cfg.add_arguments(loadtest, LoadtestSettings)
+    loadtest.set_defaults(func=_loadtest_command)
 
     docs = sub.add_parser("config-docs", help="print the configuration reference (Markdown)")
     docs.set_defaults(func=_config_docs_command)

@@ -21,6 +21,8 @@ def configuration_reference() -> str:
     """The whole reference as Markdown."""
     from framebus.alerts.consumer import AlertsSettings
     from framebus.demo import DemoSettings
+    from framebus.perf.loadtest import LoadtestSettings
+    from framebus.perf.tune import TuneSettings
     from framebus.render.service import RenderSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
@@ -31,6 +33,8 @@ def configuration_reference() -> str:
         "demo": DemoSettings,
         "alerts": AlertsSettings,
         "render": RenderSettings,
+        "tune": TuneSettings,
+        "loadtest": LoadtestSettings,
     }
     parts = [
         HEADER,

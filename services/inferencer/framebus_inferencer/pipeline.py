@@ -111,6 +111,11 @@ class Pipeline:
         self.codec = DetectionsCodec()
         self.tracker = OffsetTracker()
         self._tracker_lock = threading.Lock()
+        # librdkafka's consumer is driven from the receive thread only: a store_offsets() from
+        # another thread waits on the handle while consume() runs, and with back-to-back consume
+        # calls it can wait indefinitely. The publish thread leaves offsets here instead.
+        self._offsets_to_store: dict[tuple[str, int], int] = {}
+        self._group_metadata: Any = None
         self.infer_q: queue.Queue[Work | None] = queue.Queue(maxsize=1)
         self.publish_q: queue.Queue[Publication | None] = queue.Queue(maxsize=2)
         self.stop = threading.Event()
@@ -134,8 +139,22 @@ class Pipeline:
             t.start()
         for t in threads:
             t.join()
+        self._store_offsets()  # the last batches' offsets, now that no thread uses the consumer
         if self.failures:
             raise self.failures[0]
+
+    def _store_offsets(self) -> None:
+        """Hand delivered offsets to the consumer (receive thread, or after all stages ended)."""
+        with self._tracker_lock:
+            marks, self._offsets_to_store = self._offsets_to_store, {}
+        if not marks:
+            return
+        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
+        try:
+            self.consumer.client.store_offsets(offsets=tps)
+        except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
+            log.warning("cannot store offsets %s: %s", marks, exc)
+            self.stats.error("store_offsets")
 
     def _guard(self, target: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:
@@ -195,6 +214,9 @@ class Pipeline:
         self._put(self.infer_q, None)
 
     def _receive_some(self) -> int:
+        self._store_offsets()
+        if self.eos:
+            self._group_metadata = self.consumer.client.consumer_group_metadata()
         rejects: list[Outgoing] = []
         reject_offsets: Offsets = []
         got = 0
@@ -260,6 +282,7 @@ class Pipeline:
         # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight == 0 or bool(self.failures), 30.0)
+        self._store_offsets()  # we are on the receive thread, inside consume(): the commit follows
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with self._tracker_lock:
@@ -382,15 +405,8 @@ class Pipeline:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
         with self._tracker_lock:
             self.tracker.delivered(pub.offsets)
-            marks = self.tracker.committable()
+            self._offsets_to_store.update(self.tracker.committable())
             self.tracker.committed()
-        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
-        if tps:
-            try:
-                self.consumer.client.store_offsets(offsets=tps)
-            except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
-                log.warning("cannot store offsets %s: %s", marks, exc)
-                self.stats.error("store_offsets")
 
     def _publish_transactional(self, pub: Publication) -> None:
         client = self.producer.client
@@ -415,9 +431,7 @@ class Pipeline:
                 marks = self.tracker.committable()
             tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
             if tps:
-                client.send_offsets_to_transaction(
-                    tps, self.consumer.client.consumer_group_metadata(), TXN_TIMEOUT_S
-                )
+                client.send_offsets_to_transaction(tps, self._group_metadata, TXN_TIMEOUT_S)
             client.commit_transaction(TXN_TIMEOUT_S)
             self._txn_open = False
             with self._tracker_lock:

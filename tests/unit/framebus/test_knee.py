@@ -80,3 +80,22 @@ def test_recommend_when_target_needs_more_than_knee_then_larger_batch_within_bud
     # knee with 50 % gain threshold is 2 (2 -> 4 gains 40 %), but 450 fps needs batch 16.
     assert rec.max_batch == 16
     assert rec.fits
+
+
+def test_helm_snippet_when_single_thread_processes_win_then_replicas_sized_in_them() -> None:
+    from framebus.perf.tune import LayoutResult, TuneResult, helm_snippet
+
+    points = curve({1: 4.0, 2: 4.5})
+    rec = recommend(points, Budget(latency_budget_ms=2000, cameras=4, fps_per_camera=3))
+    result = TuneResult(
+        {"date": "today"},
+        "CPUExecutionProvider",
+        points,
+        rec,
+        LayoutResult(threads=2, one_process_fps=4.5, n_processes_fps=6.0),
+    )
+    snippet = helm_snippet(result, target_fps=12)
+    # 12 fps / (6.0 / 2 per single-thread replica) = 4 replicas of one thread each.
+    assert "replicas: 4" in snippet
+    assert 'value: "1"' in snippet
+    assert "maxBatch: 2" in snippet  # 1 -> 2 still gains 12 %

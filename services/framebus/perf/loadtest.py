@@ -1,0 +1,268 @@
+"""`framebus loadtest`: N simulated live cameras through the real decoder, broker and inferencer.
+
+Each camera is a generated video of its own phase, played in real time and looped. After the
+run, the decoder is stopped (it flushes), the inferencer drains, and every frame published is
+matched against the detections records: inferred + dropped by reason must equal published.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.messages import Detections
+from framebus.pipeline import (
+    CameraSpec,
+    PipelineProcesses,
+    detections_reader,
+    watch_detections,
+    write_cameras_file,
+)
+from framebus.runstats import RunStats, percentile
+from framebus.settings import check, setting
+from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
+
+
+@dataclass(frozen=True)
+class LoadtestSettings:
+    """Settings of `framebus loadtest`."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    cameras: int = setting(8, "Simulated cameras.")
+    fps: float = setting(5.0, "Frames per second sampled from each camera.")
+    duration_s: float = setting(60.0, "How long the cameras publish.")
+    video: Path | None = setting(
+        None, "Video every camera loops (default: generated, one phase per camera)."
+    )
+    video_width: int = setting(640, "Width of the generated videos.")
+    video_height: int = setting(360, "Height of the generated videos.")
+    model_path: Path | None = setting(
+        None, "ONNX model (default: the generated bright-square detector)."
+    )
+    max_batch: int = setting(8, "Inferencer max_batch.")
+    max_wait_ms: float = setting(20.0, "Inferencer max_wait_ms.")
+    inferencer_env: tuple[str, ...] = setting((), "Extra KEY=VALUE settings for the inferencer.")
+    drain_timeout_s: float = setting(
+        120.0, "How long to wait for the inferencer to catch up after the run."
+    )
+    output_dir: Path = setting(Path("loadtest-output"), "Where the JSON, PNG and logs go.")
+
+    def __post_init__(self) -> None:
+        check(1 <= self.cameras <= 256, "cameras", "must be between 1 and 256")
+        check(self.fps > 0, "fps", "must be > 0")
+        check(self.duration_s > 0, "duration_s", "must be > 0")
+
+
+@dataclass
+class LoadtestResult:
+    """What the run measured."""
+
+    settings: dict[str, str]
+    published: int
+    records: int
+    by_status: dict[str, int]
+    dead_letters: int
+    unaccounted: int
+    throughput_fps: float
+    latency_ms: dict[str, float]
+    batch_sizes: dict[int, int]
+    fairness_min_max_share: tuple[float, float]
+    duplicates: int
+    exit_codes: dict[str, int] = field(default_factory=dict)
+
+
+def _camera_videos(settings: LoadtestSettings) -> list[Path]:
+    if settings.video is not None:
+        return [settings.video] * settings.cameras
+    out = settings.output_dir / "videos"
+    videos = []
+    for i in range(settings.cameras):
+        scene = MovingSquare(
+            width=settings.video_width,
+            height=settings.video_height,
+            side=max(16, settings.video_height // 6),
+            frames=250,
+            fps=25,
+            phase=i * 37,
+        )
+        path = out / f"cam-{i}-{settings.video_width}x{settings.video_height}.mp4"
+        if not path.exists():
+            write_square_video(path, scene)
+        videos.append(path)
+    return videos
+
+
+def end_offsets(kafka: KafkaSettings, topic: str) -> int:
+    """Sum of the high watermarks of a topic: how many records it holds (for a fresh topic)."""
+    consumer = confluent_kafka.Consumer(
+        {**kafka.client_config(), "group.id": f"fb-lt-{uuid.uuid4().hex}"}
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return sum(
+            consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        )
+    finally:
+        consumer.close()
+
+
+def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestResult:
+    """Run the load, drain, account for every frame, write the JSON and the plot."""
+    out = settings.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    run = uuid.uuid4().hex[:8]
+    topics = TopicSettings(
+        f"loadtest-{run}.frames", f"loadtest-{run}.detections", f"loadtest-{run}.deadletter"
+    )
+    partitions = min(settings.cameras, 12)
+    ensure_topics(settings.kafka, framebus_topics(topics, partitions, partitions))
+    model = settings.model_path or write_bright_square_model(out / "bright-square.onnx")
+    cameras = [
+        CameraSpec(f"cam-{i:03d}", str(v), settings.fps)
+        for i, v in enumerate(_camera_videos(settings))
+    ]
+    cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
+    extra = dict(item.split("=", 1) for item in settings.inferencer_env)
+    processes = PipelineProcesses(
+        settings.kafka,
+        topics,
+        out,
+        decoder_env={
+            "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
+            "FRAMEBUS_LOOP": "true",
+            "FRAMEBUS_REALTIME": "true",
+        },
+        inferencer_env={
+            "FRAMEBUS_MODEL_PATH": str(model),
+            "FRAMEBUS_MAX_BATCH": str(settings.max_batch),
+            "FRAMEBUS_MAX_WAIT_MS": str(settings.max_wait_ms),
+            **extra,
+        },
+    )
+    consumer = detections_reader(settings.kafka, topics.detections_topic, 0)
+    stats = RunStats()
+    timeline: list[tuple[float, float]] = []  # (seconds since start, e2e latency)
+    seen: set[tuple[str, int]] = set()
+    duplicates = 0
+
+    def on_record(det: Detections) -> None:
+        nonlocal duplicates
+        key = (det.camera_id, det.seq)
+        if key in seen:
+            duplicates += 1
+            return
+        seen.add(key)
+        stats.add(det)
+        timeline.append((time.monotonic() - stats.started, det.e2e_latency_ms))
+
+    def tick() -> None:
+        lat = stats.all_latencies()[-200:]
+        progress(
+            f"[{time.monotonic() - stats.started:5.0f} s] records {stats.total:6d}  "
+            f"p50 {percentile(lat, 50):6.0f} ms  p99 {percentile(lat, 99):6.0f} ms  "
+            f"batches {dict(sorted(stats.all_batch_sizes().items()))}"
+        )
+
+    processes.start()
+    try:
+        load_end = time.monotonic() + settings.duration_s
+        watch_detections(
+            consumer,
+            on_record,
+            until=lambda: time.monotonic() > load_end or bool(processes.exited()),
+            tick=tick,
+        )
+        proc = processes.procs["decoder"]
+        proc.terminate()  # the decoder flushes its producer and exits
+        proc.wait(60)
+        published = end_offsets(settings.kafka, topics.frames_topic)
+        drain_end = time.monotonic() + settings.drain_timeout_s
+        watch_detections(
+            consumer,
+            on_record,
+            until=lambda: stats.total >= published or time.monotonic() > drain_end,
+            tick=tick,
+        )
+        codes = processes.stop()
+    finally:
+        consumer.close()
+        processes.stop()
+    dead = end_offsets(settings.kafka, topics.deadletter_topic)
+    lat = stats.all_latencies()
+    steady = [t for t, _ in timeline]
+    span = (max(steady) - min(steady)) if len(steady) > 1 else 0.0
+    result = LoadtestResult(
+        settings={k: str(v) for k, v in asdict(settings).items() if k != "kafka"},
+        published=published,
+        records=stats.total,
+        by_status=dict(stats.statuses()),
+        dead_letters=dead,
+        unaccounted=published - stats.total - dead,
+        throughput_fps=stats.total / span if span else 0.0,
+        latency_ms={
+            "p50": percentile(lat, 50),
+            "p95": percentile(lat, 95),
+            "p99": percentile(lat, 99),
+            "max": max(lat) if lat else float("nan"),
+        },
+        batch_sizes=dict(sorted(stats.all_batch_sizes().items())),
+        fairness_min_max_share=stats.fairness(),
+        duplicates=duplicates,
+        exit_codes=codes,
+    )
+    (out / "loadtest.json").write_text(json.dumps(asdict(result), indent=2), encoding="utf-8")
+    plot_latency(timeline, settings, out / "loadtest-latency.png")
+    return result
+
+
+def plot_latency(
+    timeline: list[tuple[float, float]], settings: LoadtestSettings, path: Path
+) -> None:
+    """End-to-end latency over time and its distribution."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=110)
+    if timeline:
+        xs, ys = zip(*timeline, strict=True)
+        left.plot(xs, ys, ".", ms=2)
+        right.hist(ys, bins=40)
+    left.set_xlabel("seconds since start")
+    left.set_ylabel("end-to-end latency, ms")
+    right.set_xlabel("end-to-end latency, ms")
+    right.set_ylabel("frames")
+    fig.suptitle(
+        f"framebus loadtest: {settings.cameras} cameras x {settings.fps:g} fps, "
+        f"max_batch {settings.max_batch}, max_wait {settings.max_wait_ms:g} ms",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def format_report(result: LoadtestResult) -> str:
+    """The terminal summary."""
+    lo, hi = result.fairness_min_max_share
+    return "\n".join(
+        [
+            f"published {result.published}, detections records {result.records} {result.by_status}, "
+            f"dead letters {result.dead_letters}, unaccounted {result.unaccounted}, duplicates {result.duplicates}",
+            f"throughput {result.throughput_fps:.1f} frames/s",
+            "end-to-end latency ms: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in result.latency_ms.items()),
+            f"batch sizes (frames per size): {result.batch_sizes}",
+            f"fairness: min/max share of inferred frames {lo:.3f}/{hi:.3f}",
+        ]
+    )

@@ -1,0 +1,415 @@
+"""`framebus tune`: measure the model at batch 1, 2, 4, ... and recommend `max_batch`/`max_wait_ms`.
+
+Measurements go through the inferencer's own engine (same providers, IO binding and uint8 input
+as in service), so the figures are the ones the service will see.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from framebus.errors import ConfigError
+from framebus.perf.knee import BatchPoint, Budget, Recommendation, recommend
+from framebus.settings import check, setting
+
+
+class BatchRunner(Protocol):
+    """What tune needs from an engine: run one uint8 NHWC batch, know its input size."""
+
+    input_height: int
+    input_width: int
+    provider: str
+
+    def infer(self, frames: npt.NDArray[np.uint8]) -> Any:
+        """Run one batch to completion."""
+        ...
+
+
+RunnerFactory = Callable[[int], BatchRunner]  # intra-op threads -> runner
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """Settings of `framebus tune`."""
+
+    model_path: Path | None = setting(None, "ONNX model to measure.")
+    providers: tuple[str, ...] = setting(
+        ("tensorrt", "cuda", "cpu"),
+        "Provider chain to measure with (the first that loads is used).",
+    )
+    trt_cache_dir: Path = setting(Path("trt-cache"), "TensorRT engine and timing cache directory.")
+    max_batch_limit: int = setting(16, "Largest batch size measured (powers of two up to it).")
+    seconds_per_batch: float = setting(4.0, "Measuring time per batch size (after warm-up).")
+    latency_budget_ms: float = setting(200.0, "End-to-end latency budget per frame.")
+    memory_budget_mb: float | None = setting(None, "Memory budget (GPU memory or process RSS), MB.")
+    cameras: int = setting(0, "Target load: number of cameras.")
+    fps: float = setting(0.0, "Target load: frames per second per camera.")
+    knee_gain: float = setting(
+        0.10, "A doubling of the batch must gain this fraction of throughput."
+    )
+    threads: int = setting(
+        os.cpu_count() or 1, "CPU threads to give the engine (and to compare layouts)."
+    )
+    compare_layouts: bool = setting(True, "On the CPU, compare 1 x N threads with N x 1 thread.")
+    output_dir: Path = setting(Path("tune-output"), "Where the JSON, PNG and Helm snippet go.")
+
+    def __post_init__(self) -> None:
+        check(1 <= self.max_batch_limit <= 256, "max_batch_limit", "must be between 1 and 256")
+        check(self.seconds_per_batch > 0, "seconds_per_batch", "must be > 0")
+        check(self.latency_budget_ms > 0, "latency_budget_ms", "must be > 0")
+        check(self.threads >= 1, "threads", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class LayoutResult:
+    """Throughput of one process with N threads against N processes with one thread each."""
+
+    threads: int
+    one_process_fps: float
+    n_processes_fps: float
+
+    @property
+    def better(self) -> str:
+        """The layout to deploy."""
+        if self.n_processes_fps > self.one_process_fps:
+            return f"{self.threads} inferencers x 1 thread"
+        return f"1 inferencer x {self.threads} threads"
+
+
+@dataclass
+class TuneResult:
+    """Everything tune measured and concluded."""
+
+    machine: dict[str, Any]
+    provider: str
+    points: list[BatchPoint]
+    recommendation: Recommendation
+    layout: LayoutResult | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+
+class EngineRunner:
+    """The inferencer's own engine (IO binding, uint8 input, buckets) as a tune runner."""
+
+    def __init__(self, settings: TuneSettings, threads: int) -> None:
+        from framebus_inferencer.engine import Engine
+        from framebus_inferencer.providers import EngineOptions
+        from framebus_inferencer.settings import Provider
+
+        if settings.model_path is None:
+            raise ConfigError("FRAMEBUS_MODEL_PATH (--model-path): the model to tune is required")
+        self.engine = Engine(
+            settings.model_path,
+            EngineOptions(
+                providers=tuple(Provider(p) for p in settings.providers),
+                max_batch=settings.max_batch_limit,
+                intra_op_threads=threads,
+                trt_cache_dir=settings.trt_cache_dir,
+            ),
+        )
+        self.input_height = self.engine.info.input.height
+        self.input_width = self.engine.info.input.width
+        self.provider = self.engine.provider
+
+    def infer(self, frames: npt.NDArray[np.uint8]) -> Any:
+        """Run one batch."""
+        return self.engine.infer(list(frames))
+
+
+def engine_factory(settings: TuneSettings) -> RunnerFactory:
+    """Runners over the inferencer's engine with a given number of intra-op threads."""
+    return lambda threads: EngineRunner(settings, threads)
+
+
+def batch_sizes(limit: int) -> list[int]:
+    """1, 2, 4, ... up to `limit`."""
+    sizes, b = [], 1
+    while b <= limit:
+        sizes.append(b)
+        b *= 2
+    return sizes
+
+
+def gpu_used_mb() -> float | None:
+    """GPU memory in use on device 0 via NVML, MB; None without an NVIDIA GPU and nvidia-ml-py."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return float(info.used) / 1e6
+    except (ImportError, OSError, RuntimeError, AttributeError):
+        return None
+    except Exception as exc:  # noqa: BLE001 - pynvml raises its own NVMLError family
+        if type(exc).__name__.startswith("NVMLError"):
+            return None
+        raise
+
+
+def memory_mb(provider: str) -> float:
+    """Peak-relevant memory: GPU memory in use on a GPU provider, else process RSS."""
+    if provider != "CPUExecutionProvider":
+        used = gpu_used_mb()
+        if used is not None:
+            return used
+    return rss_mb()
+
+
+def rss_mb() -> float:
+    """Resident memory of this process, MB (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def measure_batch(runner: BatchRunner, batch: int, seconds: float, warmup: int = 2) -> BatchPoint:
+    """Run `batch`-sized batches for about `seconds`; throughput, latency percentiles, peak RSS."""
+    rng = np.random.default_rng(batch)
+    frames = rng.integers(
+        0, 255, (batch, runner.input_height, runner.input_width, 3), dtype=np.uint8
+    )
+    for _ in range(warmup):
+        runner.infer(frames)
+    latencies: list[float] = []
+    peak = memory_mb(runner.provider)
+    start = time.perf_counter()
+    while not latencies or (time.perf_counter() - start < seconds and len(latencies) < 10_000):
+        t0 = time.perf_counter()
+        runner.infer(frames)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        peak = max(peak, memory_mb(runner.provider))
+    elapsed = time.perf_counter() - start
+    return BatchPoint(
+        batch=batch,
+        throughput_fps=batch * len(latencies) / elapsed,
+        p50_ms=statistics.median(latencies),
+        p99_ms=float(np.percentile(latencies, 99)),
+        peak_memory_mb=round(peak, 1),
+    )
+
+
+def measure_curve(
+    runner: BatchRunner, sizes: Sequence[int], seconds: float, progress: Callable[[str], None]
+) -> list[BatchPoint]:
+    """Measure every batch size in turn."""
+    points = []
+    for b in sizes:
+        progress(f"batch {b}")
+        points.append(measure_batch(runner, b, seconds))
+    return points
+
+
+def _layout_worker(
+    factory: RunnerFactory, batch: int, seconds: float, barrier: Any, out: Any
+) -> None:
+    runner = factory(1)
+    measure_batch(runner, batch, 0.5)  # warm-up
+    barrier.wait()
+    out.put(measure_batch(runner, batch, seconds, warmup=0).throughput_fps)
+
+
+def compare_layouts(
+    factory: RunnerFactory, threads: int, batch: int, seconds: float
+) -> LayoutResult:
+    """One process with `threads` intra-op threads against `threads` one-thread processes at once."""
+    one = measure_batch(factory(threads), batch, seconds).throughput_fps
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(threads)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_layout_worker, args=(factory, batch, seconds, barrier, out))
+        for _ in range(threads)
+    ]
+    for p in procs:
+        p.start()
+    total = sum(out.get(timeout=seconds * 10 + 120) for _ in procs)
+    for p in procs:
+        p.join()
+    return LayoutResult(threads=threads, one_process_fps=one, n_processes_fps=total)
+
+
+def machine_info(provider: str) -> dict[str, Any]:
+    """What the figures were measured on."""
+    import onnxruntime
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu
+            )
+    except OSError:
+        cpu = cpu or "unknown CPU"  # not Linux: platform.processor() is the best we have
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "onnxruntime": onnxruntime.__version__,
+        "provider": provider,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def run_tune(
+    settings: TuneSettings, factory: RunnerFactory, progress: Callable[[str], None]
+) -> TuneResult:
+    """Measure, recommend, compare CPU layouts."""
+    runner = factory(settings.threads)
+    points = measure_curve(
+        runner, batch_sizes(settings.max_batch_limit), settings.seconds_per_batch, progress
+    )
+    budget = Budget(
+        settings.latency_budget_ms,
+        settings.memory_budget_mb,
+        settings.cameras,
+        settings.fps,
+        settings.knee_gain,
+    )
+    rec = recommend(points, budget)
+    layout = None
+    if (
+        settings.compare_layouts
+        and runner.provider == "CPUExecutionProvider"
+        and settings.threads > 1
+    ):
+        progress(f"layouts at batch {rec.max_batch}")
+        layout = compare_layouts(
+            factory, settings.threads, rec.max_batch, settings.seconds_per_batch
+        )
+    return TuneResult(machine_info(runner.provider), runner.provider, points, rec, layout)
+
+
+def format_table(result: TuneResult) -> str:
+    """The terminal table and the recommendation."""
+    rows = [f"{'batch':>5} {'frames/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'peak MB':>8}"]
+    for p in result.points:
+        mark = "  <- knee" if p.batch == result.recommendation.knee_batch else ""
+        rows.append(
+            f"{p.batch:>5} {p.throughput_fps:>9.1f} {p.p50_ms:>8.1f} {p.p99_ms:>8.1f} "
+            f"{p.peak_memory_mb:>8.0f}{mark}"
+        )
+    rec = result.recommendation
+    rows += [
+        "",
+        f"recommended: max_batch={rec.max_batch} max_wait_ms={rec.max_wait_ms:g} "
+        f"({'target fits' if rec.fits else 'target does NOT fit'}; replicas needed: "
+        f"{rec.replicas_needed})",
+    ]
+    rows += [f"  - {r}" for r in rec.reasons]
+    if result.layout:
+        lay = result.layout
+        rows.append(
+            f"CPU layout: 1 x {lay.threads} threads {lay.one_process_fps:.1f} fps vs "
+            f"{lay.threads} x 1 thread {lay.n_processes_fps:.1f} fps "
+            f"({lay.n_processes_fps / lay.one_process_fps:.2f}x) -> {lay.better}"
+        )
+    return "\n".join(rows)
+
+
+def helm_snippet(result: TuneResult, target_fps: float = 0.0) -> str:
+    """Values to paste into the Helm chart."""
+    rec = result.recommendation
+    replicas, threads = rec.replicas_needed, 0
+    lay = result.layout
+    if lay and lay.n_processes_fps > lay.one_process_fps:
+        # Single-thread inferencers scale out better on this CPU: size the group in those.
+        per_replica = lay.n_processes_fps / lay.threads
+        replicas = math.ceil(target_fps / per_replica) if target_fps > 0 else lay.threads
+        threads = 1
+    lines = [
+        "# from `framebus tune` " + result.machine["date"],
+        "inferencer:",
+        f"  replicas: {max(1, replicas)}",
+        f"  maxBatch: {rec.max_batch}",
+        f"  maxWaitMs: {rec.max_wait_ms:g}",
+    ]
+    if threads:
+        lines += [
+            "  extraEnv:",
+            "    - name: FRAMEBUS_INTRA_OP_THREADS",
+            f'      value: "{threads}"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(result: TuneResult, settings: TuneSettings) -> dict[str, str]:
+    """JSON, PNG plot and Helm snippet into the output directory; return their paths."""
+    out = settings.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "json": str(out / "tune.json"),
+        "plot": str(out / "tune.png"),
+        "helm": str(out / "tune-values.yaml"),
+    }
+    payload = {
+        "machine": result.machine,
+        "settings": {k: str(v) for k, v in asdict(settings).items()},
+        "points": [asdict(p) for p in result.points],
+        "recommendation": asdict(result.recommendation),
+        "layout": asdict(result.layout) | {"better": result.layout.better}
+        if result.layout
+        else None,
+    }
+    Path(files["json"]).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    Path(files["helm"]).write_text(
+        helm_snippet(result, settings.cameras * settings.fps), encoding="utf-8"
+    )
+    plot_curve(result, settings, Path(files["plot"]))
+    return files
+
+
+def plot_curve(result: TuneResult, settings: TuneSettings, path: Path) -> None:
+    """Throughput and p99 latency against batch size, with the knee and the budget marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = [p.batch for p in result.points]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    ax.plot(
+        batches,
+        [p.throughput_fps for p in result.points],
+        "o-",
+        color="tab:blue",
+        label="throughput",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("frames / s", color="tab:blue")
+    ax.axvline(result.recommendation.knee_batch, color="grey", ls=":", label="knee")
+    ax.axvline(result.recommendation.max_batch, color="tab:green", ls="--", label="recommended")
+    if settings.cameras and settings.fps:
+        ax.axhline(
+            settings.cameras * settings.fps, color="tab:blue", ls="-.", lw=0.8, label="target load"
+        )
+    lat = ax.twinx()
+    lat.plot(
+        batches, [p.p99_ms for p in result.points], "s-", color="tab:red", label="p99 batch latency"
+    )
+    lat.axhline(
+        0.6 * settings.latency_budget_ms, color="tab:red", ls="--", lw=0.8, label="compute budget"
+    )
+    lat.set_ylabel("p99 batch latency, ms", color="tab:red")
+    handles = ax.get_legend_handles_labels()[0] + lat.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper left", fontsize=8)
+    ax.set_title(f"framebus tune: {result.provider}, {result.machine['cpu'][:40]}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
