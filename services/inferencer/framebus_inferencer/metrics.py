@@ -1,15 +1,28 @@
-"""Prometheus export of `InferencerStats`, and readiness (connected to Kafka and warmed up)."""
+"""Prometheus export of `InferencerStats`, and readiness (connected to Kafka and warmed up).
+
+Histograms are in seconds (Prometheus convention); the older `*_ms` quantile gauges of recent
+samples stay for dashboards that read them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import logging
+import os
+import resource
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from framebus.telemetry.health import Health, HealthServer
-from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.stats import BATCH_SIZE_BUCKETS, Histogram, InferencerStats
+
+log = logging.getLogger(__name__)
+
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 
 
 class StatsCollector:
@@ -64,19 +77,134 @@ class StatsCollector:
             "Memory arena limit of the provider in use",
             value=s.arena_limit_bytes,
         )
+        yield from self._histograms()
+        yield from self._lag()
+        yield self._memory()
+
+    def _histograms(self) -> Iterator[Any]:
+        s = self.stats
+        yield _histogram(
+            "framebus_inferencer_batch_size",
+            "Frames per inferred batch",
+            batch_size_histogram(dict(s.batch_sizes)),
+        )
+        for name, help_text, hist in (
+            ("queue_wait_seconds", "Time a frame waited from receipt to inference", s.queue_wait_s),
+            ("inference_seconds", "Engine time per batch", s.inference_s),
+            (
+                "e2e_latency_seconds",
+                "Capture (decoder) to detections record delivered (broker acknowledged)",
+                s.delivered_latency_s,
+            ),
+        ):
+            yield _histogram(f"framebus_inferencer_{name}", help_text, hist.snapshot())
+
+    def _lag(self) -> Iterator[Any]:
+        lags = self.stats.lag.lags(time.time_ns() // 1000)
+        messages = GaugeMetricFamily(
+            "framebus_inferencer_consumer_lag_messages",
+            "Frames not yet delivered per partition: high watermark - oldest unfinished offset",
+            labels=["topic", "partition"],
+        )
+        seconds = GaugeMetricFamily(
+            "framebus_inferencer_consumer_lag_seconds",
+            "Age of the oldest frame not yet delivered, per partition",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), lag in sorted(lags.items()):
+            messages.add_metric([topic, str(partition)], lag.messages)
+            seconds.add_metric([topic, str(partition)], lag.seconds)
+        yield messages
+        yield seconds
+
+    def _memory(self) -> GaugeMetricFamily:
+        s = self.stats
+        memory = GaugeMetricFamily(
+            "framebus_inferencer_memory_bytes",
+            "Memory in use: process RSS, configured arena limit, and GPU memory (NVML)",
+            labels=["kind"],
+        )
+        memory.add_metric(["process_rss"], process_rss_bytes())
+        memory.add_metric(["arena_limit"], s.arena_limit_bytes)
+        if s.provider in GPU_PROVIDERS:
+            try:
+                gpu = gpu_memory_bytes(s.device_id)
+            except Exception as exc:  # noqa: BLE001 - an NVML error must not break the scrape
+                s.error("nvml")
+                log.warning("NVML memory query failed: %s", exc)
+                gpu = None
+            if gpu is not None:
+                memory.add_metric(["gpu_used"], gpu[0])
+                memory.add_metric(["gpu_total"], gpu[1])
+        return memory
 
 
-def start_health_server(port: int, stats: InferencerStats) -> HealthServer:
-    """Serve /healthz, /readyz (ready = connected and warmed up) and /metrics on `port`."""
+def _histogram(
+    name: str, help_text: str, snap: tuple[list[tuple[str, int]], float, int]
+) -> HistogramMetricFamily:
+    buckets, total, _count = snap
+    return HistogramMetricFamily(name, help_text, buckets=buckets, sum_value=total)
+
+
+def batch_size_histogram(sizes: dict[int, int]) -> tuple[list[tuple[str, int]], float, int]:
+    """The batch-size counter as cumulative buckets (so bucket bounds never lose a size)."""
+    hist = Histogram(tuple(float(b) for b in BATCH_SIZE_BUCKETS))
+    for size, n in sizes.items():
+        for _ in range(n):
+            hist.observe(float(size))
+    return hist.snapshot()
+
+
+def process_rss_bytes() -> int:
+    """Resident memory of this process (current on Linux, peak elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+_nvml: Any = None  # the pynvml module once initialised; False when it cannot be
+
+
+def gpu_memory_bytes(device_id: int) -> tuple[int, int] | None:
+    """(used, total) of the GPU through NVML, or None when `pynvml` or the GPU is missing."""
+    global _nvml  # noqa: PLW0603 - NVML is initialised once per process
+    if _nvml is False:
+        return None
+    if _nvml is None:
+        try:
+            module = importlib.import_module("pynvml")
+            module.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - ImportError or NVMLError: no GPU figures
+            log.warning("no GPU memory metric: NVML unavailable (%s)", exc)
+            _nvml = False
+            return None
+        _nvml = module
+    info = _nvml.nvmlDeviceGetMemoryInfo(_nvml.nvmlDeviceGetHandleByIndex(device_id))
+    return int(info.used), int(info.total)
+
+
+def inferencer_readiness(stats: InferencerStats) -> str | None:
+    """None when ready (warmed up, partitions assigned, broker reachable), else the reason."""
+    if not stats.warmed_up:
+        return "not warmed up"
+    if not stats.connected:
+        return "no Kafka partitions assigned yet"
+    return None
+
+
+def start_health_server(
+    port: int,
+    stats: InferencerStats,
+    health: Health | None = None,
+    kafka_check: Callable[[], str | None] | None = None,
+) -> HealthServer:
+    """Serve /healthz (loop heartbeats), /readyz (warmed up, assigned, Kafka) and /metrics."""
     registry = CollectorRegistry()
     registry.register(StatsCollector(stats))  # type: ignore[arg-type]
-    health = Health()
-    health.add_check(
-        "inferencer",
-        lambda: (
-            None
-            if stats.ready
-            else ("not warmed up" if not stats.warmed_up else "no Kafka partitions assigned yet")
-        ),
-    )
+    health = health or Health()
+    health.add_check("inferencer", lambda: inferencer_readiness(stats))
+    if kafka_check is not None:
+        health.add_check("kafka", kafka_check)
     return HealthServer(port, health, registry).start()

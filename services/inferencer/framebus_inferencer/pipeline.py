@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import confluent_kafka
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.compression import decompress
@@ -25,6 +27,8 @@ from framebus.errors import CodecError, DeliveryError, FramebusError, KafkaError
 from framebus.kafka.consumer import Consumer, MessageProto
 from framebus.kafka.producer import Producer
 from framebus.messages import FrameStatus
+from framebus.telemetry.health import Health
+from framebus.telemetry.tracing import span_context_of, tracer
 from framebus_inferencer.batcher import Batch, DeadlineBatcher, Pending
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.offsets import OffsetTracker
@@ -45,6 +49,9 @@ log = logging.getLogger(__name__)
 IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop latency
 QUEUE_POLL_S = 0.05
 TXN_TIMEOUT_S = 30.0
+LAG_EVERY_S = 5.0  # how often the receive thread reads watermarks and positions for the lag
+LOOP_ALLOWANCE_S = 60.0  # a stage that has not come round its loop for this long is stuck
+WARM_UP_ALLOWANCE_S = 900.0  # building TensorRT engines can take many minutes
 Offsets = list[tuple[tuple[str, int], int]]
 
 
@@ -59,6 +66,7 @@ class Work:
     batch: Batch[Received] | None
     rejects: list[Outgoing] = field(default_factory=list)
     reject_offsets: Offsets = field(default_factory=list)
+    span: trace.Span | None = None  # the batch's process span, ended by the publisher
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Publication:
 
     records: list[Outgoing]
     offsets: Offsets
+    span: trace.Span | None = None
 
 
 def _offsets_of(items: list[Pending[Received]]) -> Offsets:
@@ -84,6 +93,7 @@ class Pipeline:
         producer: Producer,
         stats: InferencerStats,
         clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
+        health: Health | None = None,
     ) -> None:
         self.s = settings
         self.engine = engine
@@ -125,6 +135,14 @@ class Pipeline:
         self._idle = threading.Condition()
         self._txn_open = False
         self._last_frame = time.monotonic()
+        self.health = health or Health()
+        self._tracer = tracer(__name__)
+        # Off (no SDK provider installed), no decode timing is kept and no span links are built.
+        self._tracing = not isinstance(
+            trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+        )
+        self._decode_ns: dict[tuple[int, int], tuple[int, int]] = {}  # (partition, offset)
+        self._next_lag = 0.0
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -152,6 +170,9 @@ class Pipeline:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.consumer.client.store_offsets(offsets=tps)
+            # Commit now rather than at the next auto-commit (5 s later): after a crash, only
+            # the batches delivered since this commit are delivered again.
+            self.consumer.client.commit(offsets=tps, asynchronous=True)
         except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
             log.warning("cannot store offsets %s: %s", marks, exc)
             self.stats.error("store_offsets")
@@ -169,8 +190,15 @@ class Pipeline:
 
         return run
 
+    def _beat(self) -> None:
+        """A stage waiting on a queue is alive (backpressure is not a stall): it beats."""
+        name = threading.current_thread().name
+        if name.startswith("fb-"):
+            self.health.heartbeat(name.removeprefix("fb-"), LOOP_ALLOWANCE_S)
+
     def _put(self, q: queue.Queue[Any], item: Any) -> bool:
         while True:
+            self._beat()
             try:
                 q.put(item, timeout=QUEUE_POLL_S)
                 return True
@@ -180,6 +208,7 @@ class Pipeline:
 
     def _get(self, q: queue.Queue[Any]) -> Any:
         while True:
+            self._beat()
             try:
                 return q.get(timeout=QUEUE_POLL_S)
             except queue.Empty:
@@ -197,6 +226,8 @@ class Pipeline:
         )
         self._last_frame = time.monotonic()
         while not (outer_stop.is_set() or self.stop.is_set()):
+            self.health.heartbeat("receive", LOOP_ALLOWANCE_S)
+            self._refresh_lag()
             got = self._receive_some()
             if got:
                 self._last_frame = time.monotonic()
@@ -212,6 +243,24 @@ class Pipeline:
         if final is not None and not self.failures:
             self._submit(Work(final))
         self._put(self.infer_q, None)
+        self.health.retire("receive")
+
+    def _refresh_lag(self) -> None:
+        """Read high watermarks (cached from fetches) and positions, on the receive thread."""
+        now = time.monotonic()
+        if now < self._next_lag:
+            return
+        self._next_lag = now + LAG_EVERY_S
+        client = self.consumer.client
+        try:
+            assigned = client.assignment()
+            for tp in client.position(assigned) if assigned else []:
+                _low, high = client.get_watermark_offsets(tp, cached=True)
+                if high >= 0 and tp.offset >= 0:
+                    self.stats.lag.watermarks((tp.topic, tp.partition), high, tp.offset)
+        except confluent_kafka.KafkaException as exc:  # lag is reported late, not wrong
+            log.warning("cannot read watermarks for the lag: %s", exc)
+            self.stats.error("watermarks")
 
     def _receive_some(self) -> int:
         self._store_offsets()
@@ -241,6 +290,7 @@ class Pipeline:
         offset = msg.offset() or 0
         with self._tracker_lock:
             self.tracker.received(tp, offset)
+        decode_start = time.time_ns() if self._tracing else 0
         try:
             frame = self.frames.decode(msg.value() or b"")
             tensor = decompress(frame.compression, frame.tensor)
@@ -255,6 +305,9 @@ class Pipeline:
             )
             offsets.append((tp, offset))
             return
+        if self._tracing:
+            self._decode_ns[(tp[1], offset)] = (decode_start, time.time_ns())
+        self.stats.lag.received(tp, offset, frame.capture_ts_us)
         self.batcher.add(
             Pending(
                 frame.camera_id,
@@ -267,11 +320,70 @@ class Pipeline:
         )
 
     def _submit(self, work: Work) -> None:
+        if work.batch is not None and self._tracing:
+            work.span = self._batch_span(work.batch)
         with self._idle:
             self._in_flight += 1
         if not self._put(self.infer_q, work):
             with self._idle:
                 self._in_flight -= 1
+
+    def _batch_span(self, batch: Batch[Received]) -> trace.Span:
+        """The batch's process span (messaging conventions), linked to every frame's span.
+
+        It starts when the batch's first frame was decoded and ends when its records are
+        delivered; a `preprocess` child covers the frames' decoding and decompression.
+        """
+        items = list(batch.frames) + list(batch.stale)
+        windows = [self._decode_ns.pop((p.partition, p.offset), None) for p in items]
+        known = [w for w in windows if w is not None]
+        start = min((w[0] for w in known), default=time.time_ns())
+        topic = self.s.topics.frames_topic
+        partitions = sorted({p.partition for p in items})
+        attributes: dict[str, Any] = {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": topic,
+            "messaging.consumer.group.name": self.s.consumer_group,
+            "messaging.batch.message_count": len(items),
+            "messaging.kafka.offset": min(p.offset for p in items),
+            "framebus.batch.close_reason": batch.reason,
+            "framebus.batch.stale_count": len(batch.stale),
+        }
+        if len(partitions) == 1:
+            attributes["messaging.destination.partition.id"] = str(partitions[0])
+        else:  # a batch can gather frames of several partitions: name them all
+            attributes["framebus.partitions"] = [str(p) for p in partitions]
+        links = []
+        for p in items:
+            ctx = span_context_of(p.payload.msg.headers())
+            if ctx is not None:
+                links.append(
+                    Link(ctx, {"framebus.camera_id": p.camera, "framebus.seq": p.payload.frame.seq})
+                )
+        span = self._tracer.start_span(
+            f"process {topic}",
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=links,
+            start_time=start,
+        )
+        if known:
+            child = self._tracer.start_span(
+                "preprocess",
+                context=trace.set_span_in_context(span),
+                start_time=start,
+                attributes={"framebus.frames": len(known)},
+            )
+            child.end(end_time=max(w[1] for w in known))
+        return span
+
+    def _child(self, parent: trace.Span | None, name: str) -> Any:
+        """A child span of the batch span (a no-op context when tracing is off)."""
+        if parent is None:
+            return trace.use_span(trace.INVALID_SPAN)
+        return self._tracer.start_as_current_span(name, context=trace.set_span_in_context(parent))
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self.stats.connected = True
@@ -287,6 +399,10 @@ class Pipeline:
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with self._tracker_lock:
             self.tracker.forget(gone)
+        self.stats.lag.forget(gone)
+        revoked = {p for _, p in gone}
+        for key in [k for k in self._decode_ns if k[0] in revoked]:
+            del self._decode_ns[key]
         log.info("revoked %s; %d waiting frames left to the next owner", gone, len(dropped))
 
     # ---- stage 2: infer -----------------------------------------------------------------------
@@ -294,6 +410,7 @@ class Pipeline:
     def _infer(self) -> None:
         self.stats.provider = self.engine.provider
         self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
+        self.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         self.engine.warm_up()
         self.stats.warmed_up = True
         self.warmed.set()
@@ -301,6 +418,7 @@ class Pipeline:
             work = self._get(self.infer_q)
             if work is None:
                 self._put(self.publish_q, None)
+                self.health.retire("infer")
                 return
             self._put(self.publish_q, self._process(work))
 
@@ -310,9 +428,9 @@ class Pipeline:
         batch = work.batch
         if batch is not None:
             records += self._stale_records(batch)
-            records += self._inferred_records(batch)
+            records += self._inferred_records(batch, work.span)
             offsets += _offsets_of(list(batch.frames) + list(batch.stale))
-        return Publication(records, offsets)
+        return Publication(records, offsets, work.span)
 
     def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
         out = []
@@ -323,16 +441,22 @@ class Pipeline:
             out.append(self._record(p, det))
         return out
 
-    def _inferred_records(self, batch: Batch[Received]) -> list[Outgoing]:
+    def _inferred_records(
+        self, batch: Batch[Received], span: trace.Span | None = None
+    ) -> list[Outgoing]:
         if not batch.frames:
             return []
         started = self.clock_ms()
         try:
-            outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
-            raw = self.decoder.decode(outputs, len(batch.frames))
+            with self._child(span, "inference"):
+                outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
+            with self._child(span, "postprocess"):
+                raw = self.decoder.decode(outputs, len(batch.frames))
         except ModelError as exc:
             log.error("batch of %d frames failed: %s", len(batch.frames), exc)
             self.stats.error(type(exc).__name__)
+            if span is not None:
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
             return self._failed_records(batch, str(exc))
         inference_ms = self.clock_ms() - started
         waits = [started - p.received_ms for p in batch.frames]
@@ -382,11 +506,16 @@ class Pipeline:
             if pub is None:
                 if self._txn_open and not self.failures:
                     self._commit_transaction()
+                self.health.retire("publish")
                 return
-            if self.eos:
-                self._publish_transactional(pub)
-            else:
-                self._publish_at_least_once(pub)
+            with self._child(pub.span, "publish"):
+                if self.eos:
+                    self._publish_transactional(pub)
+                else:
+                    self._publish_at_least_once(pub)
+            self.stats.delivered(pub.offsets, _wall_us())
+            if pub.span is not None:
+                pub.span.end()
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
+import time
 
 from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import broker_reachable
+from framebus.telemetry.health import Health
+from framebus.telemetry.tracing import setup_tracing
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.pipeline import Pipeline, RewindError
@@ -71,17 +77,49 @@ def run(
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return an exit code."""
     stop = stop or threading.Event()
     stats = stats or InferencerStats()
+    stats.device_id = settings.device_id
+    setup_tracing("framebus-inferencer", os.environ)
     engine = engine or build_engine(settings)
-    server = start_health_server(settings.http_port, stats) if settings.http_port else None
+    health = Health()
+    server = (
+        start_health_server(settings.http_port, stats, health, KafkaCheck(settings.kafka))
+        if settings.http_port
+        else None
+    )
     try:
-        return _run_pipeline(settings, stop, stats, engine)
+        return _run_pipeline(settings, stop, stats, engine, health)
     finally:
         if server is not None:
             server.stop()
 
 
+class KafkaCheck:
+    """Readiness: the brokers answer (asked at most every `every_s`, since probes are frequent)."""
+
+    def __init__(self, kafka: KafkaSettings, every_s: float = 3.0) -> None:
+        self._kafka = kafka
+        self._every_s = every_s
+        self._checked_at = -1e9
+        self._reason: str | None = "not checked yet"
+
+    def __call__(self) -> str | None:
+        """None when the brokers answer, else the reason."""
+        now = time.monotonic()
+        if now - self._checked_at >= self._every_s:
+            self._checked_at = now
+            ok = broker_reachable(self._kafka, 2.0)
+            self._reason = (
+                None if ok else f"Kafka brokers {self._kafka.bootstrap_servers} do not answer"
+            )
+        return self._reason
+
+
 def _run_pipeline(
-    settings: InferencerSettings, stop: threading.Event, stats: InferencerStats, engine: Engine
+    settings: InferencerSettings,
+    stop: threading.Event,
+    stats: InferencerStats,
+    engine: Engine,
+    health: Health | None = None,
 ) -> int:
     eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
     producer_overrides = {"transactional.id": transactional_id(settings)} if eos else {}
@@ -99,7 +137,7 @@ def _run_pipeline(
                 Producer(settings.kafka, producer_overrides) as producer,
                 Consumer(settings.kafka, settings.consumer_group, consumer_overrides) as consumer,
             ):
-                Pipeline(settings, engine, consumer, producer, stats).run(stop)
+                Pipeline(settings, engine, consumer, producer, stats, health=health).run(stop)
             return 0
         except RewindError as exc:
             # The aborted transaction's results are gone; the group's committed offsets are

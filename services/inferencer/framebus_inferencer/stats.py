@@ -2,11 +2,152 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter, deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 SAMPLES = 4096  # recent samples kept per series; enough for percentiles, bounded in memory
+
+
+# ---- histograms -------------------------------------------------------------------------------
+
+# Bucket upper bounds in seconds; frames of a live site take tens of ms to seconds end to end.
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class Histogram:
+    """Cumulative-bucket histogram (Prometheus semantics), thread-safe, fixed memory."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)  # last bucket: above every bound (+Inf)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        """Add one observation."""
+        i = bisect.bisect_left(self.bounds, value)
+        with self._lock:
+            self._counts[i] += 1
+            self._sum += value
+
+    def snapshot(self) -> tuple[list[tuple[str, int]], float, int]:
+        """(cumulative buckets as (upper bound, count) ending with +Inf, sum, count)."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        out, running = [], 0
+        for bound, n in zip((*map(_bound, self.bounds), "+Inf"), counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out, total, running
+
+
+def _bound(b: float) -> str:
+    return repr(float(b))
+
+
+# ---- consumer lag -----------------------------------------------------------------------------
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """How far one partition's processing is behind its log and behind real time."""
+
+    messages: int  # high watermark - lowest offset not yet delivered
+    seconds: float  # age of the oldest frame not yet delivered (0 when nothing waits)
+
+
+def partition_lag(
+    in_flight_capture_us: Mapping[int, int],
+    high_watermark: int | None,
+    position: int | None,
+    last_capture_us: int | None,
+    now_us: int,
+) -> PartitionLag:
+    """Lag of one partition from what is in flight (offset -> capture time) and the watermarks.
+
+    Messages: from the lowest offset received but not yet delivered (or the consumer's position
+    when nothing is in flight) to the high watermark. Seconds: now minus the capture time of the
+    oldest in-flight frame; when nothing is in flight but unread messages wait in the log, their
+    capture times are unknown without reading them, so the capture time of the last frame
+    received from the partition stands in (an upper bound: the next frame was captured later).
+    """
+    oldest_offset = min(in_flight_capture_us) if in_flight_capture_us else position
+    messages = 0
+    if high_watermark is not None and high_watermark >= 0 and oldest_offset is not None:
+        messages = max(0, high_watermark - oldest_offset)
+    if in_flight_capture_us:
+        oldest_us = min(in_flight_capture_us.values())
+    elif messages > 0 and last_capture_us is not None:
+        oldest_us = last_capture_us
+    else:
+        return PartitionLag(messages, 0.0)
+    return PartitionLag(messages, max(0.0, (now_us - oldest_us) / 1e6))
+
+
+class LagTracker:
+    """Frames received but not yet delivered, per partition, plus the latest watermarks.
+
+    The receive thread reports frames and watermarks; the publish thread reports deliveries
+    (which also gives the capture -> delivered latency); a scrape reads `lags`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight: dict[TopicPartition, dict[int, int]] = {}
+        self._last_capture: dict[TopicPartition, int] = {}
+        self._marks: dict[TopicPartition, tuple[int, int]] = {}  # (high watermark, position)
+
+    def received(self, tp: TopicPartition, offset: int, capture_us: int) -> None:
+        """A frame entered the pipeline."""
+        with self._lock:
+            self._in_flight.setdefault(tp, {})[offset] = capture_us
+            self._last_capture[tp] = max(capture_us, self._last_capture.get(tp, 0))
+
+    def delivered(self, offsets: Iterable[tuple[TopicPartition, int]]) -> list[int]:
+        """Frames whose results were delivered; returns their capture times (µs)."""
+        out = []
+        with self._lock:
+            for tp, offset in offsets:
+                capture = self._in_flight.get(tp, {}).pop(offset, None)
+                if capture is not None:
+                    out.append(capture)
+        return out
+
+    def watermarks(self, tp: TopicPartition, high: int, position: int) -> None:
+        """The partition's high watermark and the consumer's position, as last read."""
+        with self._lock:
+            self._marks[tp] = (high, position)
+
+    def forget(self, tps: Iterable[TopicPartition]) -> None:
+        """Partitions revoked: their lag is now another instance's."""
+        with self._lock:
+            for tp in tps:
+                self._in_flight.pop(tp, None)
+                self._last_capture.pop(tp, None)
+                self._marks.pop(tp, None)
+
+    def lags(self, now_us: int) -> dict[TopicPartition, PartitionLag]:
+        """Current lag of every partition this instance owns or has frames of."""
+        with self._lock:
+            tps = set(self._in_flight) | set(self._marks)
+            state = {
+                tp: (
+                    dict(self._in_flight.get(tp, {})),
+                    self._marks.get(tp, (None, None)),
+                    self._last_capture.get(tp),
+                )
+                for tp in tps
+            }
+        return {
+            tp: partition_lag(flight, marks[0], marks[1], last, now_us)
+            for tp, (flight, marks, last) in state.items()
+        }
 
 
 @dataclass
@@ -29,6 +170,11 @@ class InferencerStats:
     queue_wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     e2e_latency_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    device_id: int = 0
+    delivered_latency_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
+    queue_wait_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
+    inference_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
+    lag: LagTracker = field(default_factory=LagTracker)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -44,6 +190,14 @@ class InferencerStats:
             self.batch_close_reasons[reason] += 1
             self.inference_ms.append(inference_ms)
             self.queue_wait_ms.extend(waits_ms)
+        self.inference_s.observe(inference_ms / 1000)
+        for w in waits_ms:
+            self.queue_wait_s.observe(w / 1000)
+
+    def delivered(self, offsets: Iterable[tuple[TopicPartition, int]], now_us: int) -> None:
+        """Results of these frame offsets were delivered: capture -> delivered latency, lag."""
+        for capture_us in self.lag.delivered(offsets):
+            self.delivered_latency_s.observe(max(0.0, (now_us - capture_us) / 1e6))
 
     def outcome(self, camera: str, status: str, e2e_ms: float, reason: str | None = None) -> None:
         """Record the final status of one frame."""

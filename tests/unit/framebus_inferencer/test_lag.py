@@ -1,0 +1,85 @@
+"""Consumer lag (messages and seconds) per partition, and the latency histograms behind metrics."""
+
+from framebus_inferencer.metrics import StatsCollector, batch_size_histogram
+from framebus_inferencer.stats import (
+    Histogram,
+    InferencerStats,
+    LagTracker,
+    PartitionLag,
+    partition_lag,
+)
+
+S = 1_000_000  # microseconds per second
+TP = ("frames", 0)
+
+
+def test_partition_lag_when_frames_in_flight_then_oldest_capture_and_offsets_to_high_watermark() -> (
+    None
+):
+    lag = partition_lag(
+        {10: 95 * S, 11: 97 * S},
+        high_watermark=20,
+        position=12,
+        last_capture_us=97 * S,
+        now_us=100 * S,
+    )
+    assert lag == PartitionLag(messages=10, seconds=5.0)
+
+
+def test_partition_lag_when_nothing_in_flight_and_caught_up_then_zero() -> None:
+    assert partition_lag({}, 20, 20, 50 * S, 100 * S) == PartitionLag(0, 0.0)
+
+
+def test_partition_lag_when_unread_messages_only_then_last_capture_bounds_the_age() -> None:
+    assert partition_lag({}, 25, 20, 90 * S, 100 * S) == PartitionLag(5, 10.0)
+
+
+def test_partition_lag_when_watermarks_unknown_then_age_of_in_flight_frames_only() -> None:
+    assert partition_lag({3: 99 * S}, None, None, None, 100 * S) == PartitionLag(0, 1.0)
+    assert partition_lag({}, None, None, None, 100 * S) == PartitionLag(0, 0.0)
+
+
+def test_lag_tracker_when_frames_delivered_then_lag_drops_and_captures_returned() -> None:
+    tracker = LagTracker()
+    for offset, capture in ((0, 90 * S), (1, 92 * S), (2, 94 * S)):
+        tracker.received(TP, offset, capture)
+    tracker.watermarks(TP, high=5, position=3)
+    assert tracker.lags(100 * S)[TP] == PartitionLag(5, 10.0)
+    assert tracker.delivered([(TP, 0), (TP, 1), (("frames", 9), 1)]) == [90 * S, 92 * S]
+    assert tracker.lags(100 * S)[TP] == PartitionLag(3, 6.0)
+    tracker.forget([TP])
+    assert tracker.lags(100 * S) == {}
+
+
+def test_stats_delivered_when_frames_delivered_then_e2e_histogram_counts_capture_to_delivery() -> (
+    None
+):
+    stats = InferencerStats()
+    stats.lag.received(TP, 0, 99 * S)
+    stats.lag.received(TP, 1, 70 * S)
+    stats.delivered([(TP, 0), (TP, 1)], now_us=100 * S)
+    buckets, total, count = stats.delivered_latency_s.snapshot()
+    assert count == 2 and total == 31.0
+    assert (dict(buckets)["0.5"], dict(buckets)["1.0"], dict(buckets)["10.0"]) == (0, 1, 1)
+    assert dict(buckets)["30.0"] == 2  # cumulative, like Prometheus
+
+
+def test_histogram_when_value_on_a_bound_then_counted_in_that_bucket() -> None:
+    hist = Histogram((1.0, 2.0))
+    for v in (0.5, 1.0, 1.5, 3.0):
+        hist.observe(v)
+    assert hist.snapshot() == ([("1.0", 2), ("2.0", 3), ("+Inf", 4)], 6.0, 4)
+    assert batch_size_histogram({8: 3, 3: 1})[2] == 4
+
+
+def test_collector_when_lag_known_then_exports_messages_and_seconds_per_partition() -> None:
+    stats = InferencerStats(provider="CPUExecutionProvider")
+    stats.lag.received(TP, 4, 0)
+    stats.lag.watermarks(TP, high=10, position=5)
+    families = {f.name: f for f in StatsCollector(stats).collect()}
+    (lag,) = families["framebus_inferencer_consumer_lag_messages"].samples
+    assert lag.labels == {"topic": "frames", "partition": "0"} and lag.value == 6
+    (age,) = families["framebus_inferencer_consumer_lag_seconds"].samples
+    assert age.value > 1e9  # captured at the epoch: a very old frame
+    kinds = {s.labels["kind"] for s in families["framebus_inferencer_memory_bytes"].samples}
+    assert kinds == {"process_rss", "arena_limit"}  # no GPU figures on the CPU provider
