@@ -52,6 +52,19 @@ class StatsCollector:
         for kind, n in s.errors.items():
             errors.add_metric([kind], n)
         yield errors
+        dropped = CounterMetricFamily(
+            "framebus_inferencer_frames_dropped",
+            "Frames answered without inference, by reason (stale, failed)",
+            labels=["reason"],
+        )
+        for reason, n in s.drops_by_reason.items():
+            dropped.add_metric([reason], n)
+        yield dropped
+        yield CounterMetricFamily(
+            "framebus_inferencer_frames_received",
+            "Frame messages consumed",
+            value=s.frames_received,
+        )
         yield CounterMetricFamily(
             "framebus_inferencer_dead_letters", "Dead-lettered messages", value=s.dead_letters
         )

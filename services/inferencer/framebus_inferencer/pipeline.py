@@ -225,12 +225,17 @@ class Pipeline:
             [self.s.topics.frames_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
         self._last_frame = time.monotonic()
+        lag_changed = False
         while not (outer_stop.is_set() or self.stop.is_set()):
             self.health.heartbeat("receive", LOOP_ALLOWANCE_S)
             self._refresh_lag()
             got = self._receive_some()
             if got:
                 self._last_frame = time.monotonic()
+                lag_changed = True
+            elif lag_changed:  # just caught up: show the lag falling to zero now, not in 5 s
+                self._next_lag = 0.0
+                lag_changed = False
             elif (
                 self.s.stop_after_idle_s
                 and self.stats.connected  # idle counts from the assignment, not from joining
