@@ -83,6 +83,8 @@ class LocalKafka:
     listeners: tuple[str, ...] = ()  # extra `NAME://host:port` listeners (e.g. SASL_SSL)
     listener_protocols: tuple[str, ...] = ()  # extra `NAME:PROTOCOL` map entries
     jvm_options: tuple[str, ...] = ()
+    # SCRAM credentials created at format time, e.g. `SCRAM-SHA-512=[name=alice,password=...]`.
+    scram_users: tuple[str, ...] = ()
 
     @property
     def libs_dir(self) -> Path:
@@ -306,6 +308,7 @@ class LocalKafka:
                 _cluster_id(),
                 "-c",
                 str(props),
+                *(arg for user in self.scram_users for arg in ("--add-scram", user)),
             ],
             capture_output=True,
             text=True,

@@ -1,0 +1,254 @@
+"""Helpers of the fault-injection suite: services as real processes, frames, accounting."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import numpy as np
+
+from framebus.codec import DetectionsCodec, FrameCodec
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.messages import Detections, Frame, TensorLayout
+from tests.integration.kafkautil import read_topic
+
+SIZE = 64  # model input of the box model: small frames keep runs quick on two cores
+
+
+def service_env(kafka: KafkaSettings, names: TopicSettings, **extra: object) -> dict[str, str]:
+    """`FRAMEBUS_*` variables pointing a service at a broker and a test's topics."""
+    env = {
+        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
+        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
+        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        "FRAMEBUS_CONSUMER_GROUP": f"g-{names.frames_topic}",
+    }
+    env.update({f"FRAMEBUS_{k.upper()}": str(v) for k, v in extra.items()})
+    return env
+
+
+class Service:
+    """`framebus <command>` as a real process, its stdout and stderr in a log file."""
+
+    def __init__(self, command: str, env: dict[str, str], log: Path) -> None:
+        self.command = command
+        self.log = log
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "framebus.cli", command],
+            env={**clean, **env},
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send a signal."""
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout_s: float) -> int:
+        """Exit code, waiting at most `timeout_s`."""
+        return self.proc.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM, then SIGKILL when it does not exit in time; the exit code."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait(10)
+
+    def text(self) -> str:
+        """Everything the process wrote so far."""
+        return self.log.read_text(errors="replace")
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """Its JSON log records (librdkafka's own lines are skipped)."""
+        out = []
+        for line in self.text().splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return out
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Seconds until `predicate()` holds; fails the test at the timeout."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+def make_frame(camera: str, seq: int, size: int = SIZE) -> bytes:
+    """One encoded frame record of `size`x`size`x3 uint8."""
+    frame = Frame(
+        camera_id=camera,
+        seq=seq,
+        capture_ts_us=time.time_ns() // 1000,
+        orig_width=2 * size,
+        orig_height=size,
+        shape=(size, size, 3),
+        layout=TensorLayout.HWC,
+        scale=0.5,
+        pad_x=0,
+        pad_y=size // 4,
+        tensor=np.full((size, size, 3), seq % 250, np.uint8).tobytes(),
+    )
+    return FrameCodec().encode(frame)
+
+
+def produce(kafka: KafkaSettings, topic: str, records: Iterable[tuple[str, bytes]]) -> None:
+    """Produce (key, value) records and wait for all of them to be acknowledged."""
+    producer = confluent_kafka.Producer(kafka.client_config())
+    for key, value in records:
+        producer.produce(topic, value, key=key)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+class Feeder:
+    """Produces frames of `cameras` in rounds at `rounds_per_s`, like live cameras, on a thread."""
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        topic: str,
+        cameras: list[str],
+        rounds: int,
+        rounds_per_s: float,
+    ) -> None:
+        self.rounds = rounds
+        self.cameras = cameras
+        self._args = (kafka, topic, rounds_per_s)
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, name="feeder")
+
+    def _run(self) -> None:
+        kafka, topic, rate = self._args
+        producer = confluent_kafka.Producer(kafka.client_config())
+        start = time.monotonic()
+        for seq in range(self.rounds):
+            for cam in self.cameras:
+                producer.produce(topic, make_frame(cam, seq), key=cam)
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(max(0.0, start + (seq + 1) / rate - time.monotonic()))
+        assert producer.flush(30) == 0
+
+    def start(self) -> Feeder:
+        """Start producing."""
+        self.thread.start()
+        return self
+
+    def join(self, timeout_s: float = 120.0) -> None:
+        """Wait until every frame is produced."""
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive()
+
+    @property
+    def total(self) -> int:
+        """Frames this feeder produces in all."""
+        return self.rounds * len(self.cameras)
+
+
+def detections_of(
+    kafka: KafkaSettings, topic: str, expected: int, timeout_s: float = 60.0, settle_s: float = 2.0
+) -> list[tuple[int, Detections]]:
+    """(partition, record) of a detections topic, in partition order, committed records only."""
+    codec = DetectionsCodec()
+    msgs = read_topic(kafka, topic, expected, timeout_s=timeout_s, settle_s=settle_s)
+    return [(m.partition(), codec.decode(m.value())) for m in msgs]
+
+
+def frames_of(
+    kafka: KafkaSettings, topic: str, expected: int, timeout_s: float = 60.0
+) -> list[Frame]:
+    """Every frame record of a frames topic."""
+    codec = FrameCodec()
+    msgs = read_topic(kafka, topic, expected, timeout_s=timeout_s, settle_s=1.0)
+    return [codec.decode(m.value()) for m in msgs]
+
+
+def duplicates_by_partition(records: list[tuple[int, Detections]]) -> dict[int, int]:
+    """Records beyond the first for each (camera, seq), per detections partition."""
+    seen: set[tuple[str, int]] = set()
+    dups: Counter[int] = Counter()
+    for part, d in records:
+        key = (d.camera_id, d.seq)
+        if key in seen:
+            dups[part] += 1
+        seen.add(key)
+    return dict(dups)
+
+
+def first_seqs_by_camera(records: list[tuple[int, Detections]]) -> dict[str, list[int]]:
+    """Per camera, the seqs in the order their first record appears in the topic."""
+    seen: set[tuple[str, int]] = set()
+    out: dict[str, list[int]] = defaultdict(list)
+    for _part, d in records:
+        if (d.camera_id, d.seq) not in seen:
+            seen.add((d.camera_id, d.seq))
+            out[d.camera_id].append(d.seq)
+    return dict(out)
+
+
+def rss_kb(pid: int) -> int:
+    """Resident set size of a process, KiB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def scrape(port: int) -> str:
+    """The /metrics text of a service."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback test server
+        return str(resp.read().decode())
+
+
+def decoder_summary(service: Service) -> dict[str, dict[str, int]]:
+    """Per-camera counters from a decoder's last summary log lines (written at exit)."""
+    out: dict[str, dict[str, int]] = {}
+    for rec in service.json_lines():
+        if rec.get("logger", "").endswith("service") and "camera_id" in rec and "decoded" in rec:
+            out[rec["camera_id"]] = {k: v for k, v in rec.items() if isinstance(v, int)}
+    return out
+
+
+def unaccounted_decoder_frames(counters: dict[str, int]) -> int:
+    """Decoded frames not explained by sampling, publishing or a counted drop (should be 0)."""
+    dropped = sum(v for k, v in counters.items() if k.startswith("dropped_"))
+    return (
+        counters.get("decoded", 0)
+        - counters.get("sampled_out", 0)
+        - counters.get("published", 0)
+        - dropped
+    )
