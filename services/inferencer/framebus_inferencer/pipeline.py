@@ -9,6 +9,7 @@ records are delivered, at the lowest offset still in flight per partition.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -387,7 +388,7 @@ class Pipeline:
     def _child(self, parent: trace.Span | None, name: str) -> Any:
         """A child span of the batch span (a no-op context when tracing is off)."""
         if parent is None:
-            return trace.use_span(trace.INVALID_SPAN)
+            return contextlib.nullcontext()
         return self._tracer.start_as_current_span(name, context=trace.set_span_in_context(parent))
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
