@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import google.protobuf.message
 import numpy as np
 import numpy.typing as npt
 import onnx
@@ -47,6 +48,8 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     ort.capi.onnxruntime_pybind11_state.InvalidGraph,
     onnx.onnx_cpp2py_export.checker.ValidationError,
     onnx.onnx_cpp2py_export.shape_inference.InferenceError,
+    # A file that is not an ONNX protobuf at all fails in onnx.load before ORT sees it.
+    google.protobuf.message.DecodeError,
     OSError,
 )
 _OOM_MARKERS = ("Available memory of", "Failed to allocate", "out of memory", "bfc_arena")
