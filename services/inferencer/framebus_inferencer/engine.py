@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import google.protobuf.message
+import google.protobuf.message  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
 import onnx
