@@ -25,6 +25,7 @@ from framebus.pipeline import (
     CameraSpec,
     PipelineProcesses,
     detections_reader,
+    model_input_size,
     watch_detections,
     write_cameras_file,
 )
@@ -139,6 +140,8 @@ def run_demo(settings: DemoSettings) -> int:
         settings.topics,
         out,
         decoder_env={
+            "FRAMEBUS_INPUT_WIDTH": str(model_input_size(model)[0]),
+            "FRAMEBUS_INPUT_HEIGHT": str(model_input_size(model)[1]),
             "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
             "FRAMEBUS_MAX_FRAMES": str(settings.frames_per_camera),
             "FRAMEBUS_LOOP": "true",

@@ -7,9 +7,12 @@ broker, exactly as an operator would, and read what comes out.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,20 @@ class CameraSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+def model_input_size(model_path: Path) -> tuple[int, int]:
+    """(width, height) of an ONNX detector's image input (NCHW or NHWC), for the decoder."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    if len(dims) != 4:
+        raise ValueError(f"{model_path}: image input has {len(dims)} dimensions, expected 4")
+    h, w = (dims[2], dims[3]) if dims[1] in (1, 3) else (dims[1], dims[2])
+    if not h or not w:
+        raise ValueError(f"{model_path}: image input size is not fixed ({dims})")
+    return w, h
+
+
 def write_cameras_file(path: Path, cameras: list[CameraSpec]) -> Path:
     """The decoder's cameras file for these cameras."""
     doc = {
@@ -55,14 +72,36 @@ def detections_reader(kafka: KafkaSettings, topic: str, start_ms: int) -> conflu
             "isolation.level": "read_committed",
         }
     )
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    wanted = [confluent_kafka.TopicPartition(topic, p, start_ms) for p in meta.partitions]
-    positions = consumer.offsets_for_times(wanted, timeout=10)
+    positions = _offsets_for_time(consumer, topic, start_ms)
     for tp in positions:
         if tp.offset < 0:  # nothing produced since start_ms yet: start at the end
             tp.offset = confluent_kafka.OFFSET_END
     consumer.assign(positions)
     return consumer
+
+
+_ELECTING = {
+    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
+    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+
+
+def _offsets_for_time(
+    consumer: confluent_kafka.Consumer, topic: str, start_ms: int, timeout_s: float = 20.0
+) -> list[confluent_kafka.TopicPartition]:
+    """Offsets at `start_ms`, retrying while a just-created topic still elects its leaders."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        wanted = [confluent_kafka.TopicPartition(topic, p, start_ms) for p in meta.partitions]
+        try:
+            return list(consumer.offsets_for_times(wanted, timeout=10))
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in _ELECTING) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 class PipelineProcesses:
@@ -127,6 +166,20 @@ class PipelineProcesses:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers_200(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - our own child, loopback
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def watch_detections(

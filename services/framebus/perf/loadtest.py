@@ -23,6 +23,7 @@ from framebus.pipeline import (
     CameraSpec,
     PipelineProcesses,
     detections_reader,
+    model_input_size,
     watch_detections,
     write_cameras_file,
 )
@@ -50,6 +51,9 @@ class LoadtestSettings:
     max_batch: int = setting(8, "Inferencer max_batch.")
     max_wait_ms: float = setting(20.0, "Inferencer max_wait_ms.")
     inferencer_env: tuple[str, ...] = setting((), "Extra KEY=VALUE settings for the inferencer.")
+    warmup_s: float = setting(
+        5.0, "Latency percentiles leave out frames of the first seconds (connections, cold caches)."
+    )
     drain_timeout_s: float = setting(
         120.0, "How long to wait for the inferencer to catch up after the run."
     )
@@ -115,8 +119,8 @@ def end_offsets(kafka: KafkaSettings, topic: str) -> int:
         consumer.close()
 
 
-def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestResult:
-    """Run the load, drain, account for every frame, write the JSON and the plot."""
+def _prepare(settings: LoadtestSettings) -> tuple[TopicSettings, PipelineProcesses]:
+    """Fresh topics, the model, one video per camera, and the two services ready to start."""
     out = settings.output_dir
     out.mkdir(parents=True, exist_ok=True)
     run = uuid.uuid4().hex[:8]
@@ -131,6 +135,7 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
         for i, v in enumerate(_camera_videos(settings))
     ]
     cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
+    width, height = model_input_size(model)
     extra = dict(item.split("=", 1) for item in settings.inferencer_env)
     processes = PipelineProcesses(
         settings.kafka,
@@ -140,6 +145,8 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
             "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
             "FRAMEBUS_LOOP": "true",
             "FRAMEBUS_REALTIME": "true",
+            "FRAMEBUS_INPUT_WIDTH": str(width),
+            "FRAMEBUS_INPUT_HEIGHT": str(height),
         },
         inferencer_env={
             "FRAMEBUS_MODEL_PATH": str(model),
@@ -148,38 +155,59 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
             **extra,
         },
     )
-    consumer = detections_reader(settings.kafka, topics.detections_topic, 0)
-    stats = RunStats()
-    timeline: list[tuple[float, float]] = []  # (seconds since start, e2e latency)
-    seen: set[tuple[str, int]] = set()
-    duplicates = 0
+    return topics, processes
 
-    def on_record(det: Detections) -> None:
-        nonlocal duplicates
+
+class _Collector:
+    """Detections records of the run: first occurrences into RunStats, repeats counted."""
+
+    def __init__(self, progress: Any) -> None:
+        self.stats = RunStats()
+        self.timeline: list[tuple[float, float]] = []  # (seconds since start, e2e latency)
+        self.seen: set[tuple[str, int]] = set()
+        self.duplicates = 0
+        self._progress = progress
+
+    def on_record(self, det: Detections) -> None:
         key = (det.camera_id, det.seq)
-        if key in seen:
-            duplicates += 1
+        if key in self.seen:
+            self.duplicates += 1
             return
-        seen.add(key)
-        stats.add(det)
-        timeline.append((time.monotonic() - stats.started, det.e2e_latency_ms))
+        self.seen.add(key)
+        self.stats.add(det)
+        self.timeline.append((time.monotonic() - self.stats.started, det.e2e_latency_ms))
 
-    def tick() -> None:
-        lat = stats.all_latencies()[-200:]
-        progress(
-            f"[{time.monotonic() - stats.started:5.0f} s] records {stats.total:6d}  "
+    def tick(self) -> None:
+        lat = self.stats.all_latencies()[-200:]
+        self._progress(
+            f"[{time.monotonic() - self.stats.started:5.0f} s] records {self.stats.total:6d}  "
             f"p50 {percentile(lat, 50):6.0f} ms  p99 {percentile(lat, 99):6.0f} ms  "
-            f"batches {dict(sorted(stats.all_batch_sizes().items()))}"
+            f"batches {dict(sorted(self.stats.all_batch_sizes().items()))}"
         )
 
+    def steady_latencies(self, warmup_s: float) -> list[float]:
+        first = min((t for t, _ in self.timeline), default=0.0)
+        steady = [ms for t, ms in self.timeline if t >= first + warmup_s]
+        return steady or self.stats.all_latencies()
+
+    def span_s(self) -> float:
+        times = [t for t, _ in self.timeline]
+        return (max(times) - min(times)) if len(times) > 1 else 0.0
+
+
+def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestResult:
+    """Run the load, drain, account for every frame, write the JSON and the plot."""
+    topics, processes = _prepare(settings)
+    consumer = detections_reader(settings.kafka, topics.detections_topic, 0)
+    col = _Collector(progress)
     processes.start()
     try:
         load_end = time.monotonic() + settings.duration_s
         watch_detections(
             consumer,
-            on_record,
+            col.on_record,
             until=lambda: time.monotonic() > load_end or bool(processes.exited()),
-            tick=tick,
+            tick=col.tick,
         )
         proc = processes.procs["decoder"]
         proc.terminate()  # the decoder flushes its producer and exits
@@ -188,18 +216,17 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
         drain_end = time.monotonic() + settings.drain_timeout_s
         watch_detections(
             consumer,
-            on_record,
-            until=lambda: stats.total >= published or time.monotonic() > drain_end,
-            tick=tick,
+            col.on_record,
+            until=lambda: col.stats.total >= published or time.monotonic() > drain_end,
+            tick=col.tick,
         )
         codes = processes.stop()
     finally:
         consumer.close()
         processes.stop()
     dead = end_offsets(settings.kafka, topics.deadletter_topic)
-    lat = stats.all_latencies()
-    steady = [t for t, _ in timeline]
-    span = (max(steady) - min(steady)) if len(steady) > 1 else 0.0
+    stats, lat = col.stats, col.steady_latencies(settings.warmup_s)
+    span = col.span_s()
     result = LoadtestResult(
         settings={k: str(v) for k, v in asdict(settings).items() if k != "kafka"},
         published=published,
@@ -213,14 +240,16 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
             "p95": percentile(lat, 95),
             "p99": percentile(lat, 99),
             "max": max(lat) if lat else float("nan"),
+            "p99_including_warmup": percentile(stats.all_latencies(), 99),
         },
         batch_sizes=dict(sorted(stats.all_batch_sizes().items())),
         fairness_min_max_share=stats.fairness(),
-        duplicates=duplicates,
+        duplicates=col.duplicates,
         exit_codes=codes,
     )
+    out = settings.output_dir
     (out / "loadtest.json").write_text(json.dumps(asdict(result), indent=2), encoding="utf-8")
-    plot_latency(timeline, settings, out / "loadtest-latency.png")
+    plot_latency(col.timeline, settings, out / "loadtest-latency.png")
     return result
 
 

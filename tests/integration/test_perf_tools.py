@@ -1,0 +1,124 @@
+"""`framebus tune` and `framebus loadtest` on the CPU, over the real broker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from framebus.kafka.settings import KafkaSettings
+from framebus.perf.knee import Budget, recommend
+from framebus.perf.loadtest import LoadtestSettings, run_loadtest
+from framebus.perf.tune import TuneSettings, engine_factory, run_tune
+from framebus.testmodels import yolov8n_like_model
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def yolov8n_640(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "yolov8n-like-640.onnx"
+    onnx.save(yolov8n_like_model(640), str(path))
+    return path
+
+
+def test_tune_cli_when_yolov8n_sized_model_on_cpu_then_table_json_plot_and_helm_values(
+    yolov8n_640: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "tune"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "framebus.cli",
+            "tune",
+            "--model-path",
+            str(yolov8n_640),
+            "--providers",
+            "cpu",
+            "--max-batch-limit",
+            "4",
+            "--seconds-per-batch",
+            "2",
+            "--latency-budget-ms",
+            "3000",
+            "--cameras",
+            "2",
+            "--fps",
+            "2",
+            "--output-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stderr  # 1: the target does not fit (said, not an error)
+    assert "frames/s" in proc.stdout and "recommended: max_batch=" in proc.stdout
+    result = json.loads((out / "tune.json").read_text())
+    assert [p["batch"] for p in result["points"]] == [1, 2, 4]
+    assert result["recommendation"]["max_batch"] in (1, 2, 4)
+    assert result["layout"]["threads"] >= 1
+    assert (out / "tune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "maxBatch:" in (out / "tune-values.yaml").read_text()
+
+
+def test_loadtest_when_80_percent_of_tuned_capacity_then_bounded_latency_and_every_frame_accounted(
+    kafka: KafkaSettings, tmp_path: Path
+) -> None:
+    model = tmp_path / "yolov8n-like-320.onnx"
+    onnx.save(yolov8n_like_model(320), str(model))
+    tune = TuneSettings(
+        model_path=model,
+        providers=("cpu",),
+        max_batch_limit=8,
+        seconds_per_batch=3,
+        latency_budget_ms=1000,
+        compare_layouts=False,
+        output_dir=tmp_path / "tune",
+    )
+    curve = run_tune(tune, engine_factory(tune), lambda _step: None)
+    capacity = curve.recommendation.throughput_fps
+    cameras = 4
+    fps = 0.8 * capacity / cameras
+    rec = recommend(
+        curve.points, Budget(latency_budget_ms=1000, cameras=cameras, fps_per_camera=fps)
+    )
+    batch_p99 = next(p.p99_ms for p in curve.points if p.batch == rec.max_batch)
+
+    result = run_loadtest(
+        LoadtestSettings(
+            kafka=kafka,
+            cameras=cameras,
+            fps=round(fps, 2),
+            duration_s=120,
+            video_width=320,
+            video_height=240,
+            model_path=model,
+            max_batch=rec.max_batch,
+            max_wait_ms=rec.max_wait_ms,
+            output_dir=tmp_path / "loadtest",
+        ),
+        progress=lambda _line: None,
+    )
+    report = json.dumps(
+        {
+            "capacity_fps": capacity,
+            "fps_per_camera": fps,
+            "max_batch": rec.max_batch,
+            "max_wait_ms": rec.max_wait_ms,
+            "batch_p99_ms": batch_p99,
+            "loadtest": result.latency_ms,
+        }
+    )
+    assert result.unaccounted == 0, report
+    assert result.duplicates == 0, report
+    assert result.by_status.get("INFERRED", 0) == result.published, report
+    assert result.published > 0.7 * cameras * fps * 120, report
+    assert result.latency_ms["p99"] <= rec.max_wait_ms + 2 * batch_p99, report
+    assert (tmp_path / "loadtest" / "loadtest-latency.png").exists()
