@@ -23,13 +23,14 @@ from framebus.localkafka import LocalKafka
 from framebus.messages import Detections
 from framebus.pipeline import (
     CameraSpec,
+    DecoderScraper,
     PipelineProcesses,
     detections_reader,
     model_input_size,
     watch_detections,
     write_cameras_file,
 )
-from framebus.runstats import RunStats, percentile
+from framebus.runstats import DecoderView, RunStats, percentile
 from framebus.settings import check, setting
 from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
@@ -40,8 +41,10 @@ class DemoSettings:
 
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
-    cameras: int = setting(3, "Number of simulated cameras.")
-    frames_per_camera: int = setting(40, "Frames each camera publishes before the demo ends.")
+    cameras: int = setting(3, "Number of simulated cameras (each a 1080p video of its own).")
+    frames_per_camera: int = setting(
+        50, "Frames each camera publishes before the demo ends (10 s at 5 fps)."
+    )
     target_fps: float = setting(5.0, "Frames per second sampled from each camera.")
     video: Path | None = setting(None, "Video to use instead of the generated one.")
     model_path: Path | None = setting(
@@ -70,27 +73,33 @@ def _ensure_kafka(settings: DemoSettings) -> None:
     print(f"local Kafka is up; logs: {broker.log_file}", flush=True)
 
 
-def _prepare_inputs(settings: DemoSettings) -> tuple[Path, Path]:
+def _prepare_inputs(settings: DemoSettings) -> tuple[list[Path], Path]:
+    """One generated 1080p video per camera (the square at a different phase), and the model."""
     out = settings.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    video = settings.video
-    if video is None:
-        video = out / "square-1080p.mp4"
-        if not video.exists():
-            print("generating a 1920x1080 H.264 test video ...", flush=True)
-            write_square_video(video, MovingSquare(frames=300, fps=25))
+    if settings.video is not None:
+        videos = [settings.video] * settings.cameras
+    else:
+        videos = []
+        for i in range(settings.cameras):
+            video = out / f"camera-{i}-1080p.mp4"
+            if not video.exists():
+                print(f"generating {video.name} (1920x1080 H.264, 10 s) ...", flush=True)
+                write_square_video(video, MovingSquare(frames=250, fps=25, phase=i * 41))
+            videos.append(video)
     model = settings.model_path or write_bright_square_model(out / "bright-square-yolov8.onnx")
-    return video, model
+    return videos, model
 
 
-def _show(stats: RunStats, recent: deque[str], live: bool) -> None:
+def _show(stats: RunStats, inputs: dict[str, DecoderView], recent: deque[str], live: bool) -> None:
+    table = stats.table(inputs)
     if live:  # redraw in place on a terminal
         sys.stdout.write(
-            "\x1b[H\x1b[2J" + stats.table() + "\n\nlatest detections:\n" + "\n".join(recent) + "\n"
+            "\x1b[H\x1b[2J" + table + "\n\nlatest detections:\n" + "\n".join(recent) + "\n"
         )
         sys.stdout.flush()
     else:
-        print("\n" + stats.table() + "\n", flush=True)
+        print("\n" + table + "\n", flush=True)
 
 
 def _line(det: Detections) -> str:
@@ -111,11 +120,10 @@ def run_demo(settings: DemoSettings) -> int:
     """Run the demo; return 0 when every published frame got its detections record."""
     _ensure_kafka(settings)
     ensure_topics(settings.kafka, framebus_topics(settings.topics, 6, 6))
-    video, model = _prepare_inputs(settings)
+    videos, model = _prepare_inputs(settings)
     out = settings.output_dir
     cameras = [
-        CameraSpec(f"demo-cam-{i}", str(video), settings.target_fps)
-        for i in range(settings.cameras)
+        CameraSpec(f"demo-cam-{i}", str(v), settings.target_fps) for i, v in enumerate(videos)
     ]
     cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
     expected = settings.cameras * settings.frames_per_camera
@@ -135,22 +143,25 @@ def run_demo(settings: DemoSettings) -> int:
         if not live:
             print(recent[-1], flush=True)
 
+    width, height = model_input_size(model)
     processes = PipelineProcesses(
         settings.kafka,
         settings.topics,
         out,
         decoder_env={
-            "FRAMEBUS_INPUT_WIDTH": str(model_input_size(model)[0]),
-            "FRAMEBUS_INPUT_HEIGHT": str(model_input_size(model)[1]),
+            "FRAMEBUS_INPUT_WIDTH": str(width),
+            "FRAMEBUS_INPUT_HEIGHT": str(height),
             "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
             "FRAMEBUS_MAX_FRAMES": str(settings.frames_per_camera),
             "FRAMEBUS_LOOP": "true",
+            "FRAMEBUS_REALTIME": "true",  # files played as live cameras
         },
         inferencer_env={"FRAMEBUS_MODEL_PATH": str(model), "FRAMEBUS_STOP_AFTER_IDLE_S": "30"},
     )
     deadline = time.monotonic() + settings.timeout_s
     try:
         with processes:
+            scraper = DecoderScraper(processes.decoder_metrics_url)
             watch_detections(
                 consumer,
                 on_record,
@@ -159,16 +170,42 @@ def run_demo(settings: DemoSettings) -> int:
                     or time.monotonic() > deadline
                     or "inferencer" in processes.exited()
                 ),
-                tick=lambda: _show(stats, recent, live),
+                tick=lambda: _show(stats, scraper.scrape(), recent, live),
             )
             codes = processes.stop()
     finally:
         consumer.close()
-    _show(stats, recent, live)
-    return _summarize(stats, expected, out, codes)
+    _show(stats, scraper.views, recent, live)
+    sheet = _render_sheet(settings, cameras[0].id)
+    return _summarize(stats, expected, out, codes, sheet)
 
 
-def _summarize(stats: RunStats, expected: int, out: Path, codes: dict[str, int]) -> int:
+def _render_sheet(settings: DemoSettings, camera: str) -> Path | None:
+    """A contact sheet of the first camera's last frames with their boxes drawn."""
+    from framebus.render.service import RenderSettings, render
+
+    path = settings.output_dir / f"{camera}.png"
+    try:
+        render(
+            RenderSettings(
+                kafka=settings.kafka,
+                topics=settings.topics,
+                camera=camera,
+                out=path,
+                max_frames=8,
+                thumb_width=480,
+                read_idle_s=2.0,
+            )
+        )
+    except FramebusError as exc:
+        print(f"  (no contact sheet: {exc})")
+        return None
+    return path
+
+
+def _summarize(
+    stats: RunStats, expected: int, out: Path, codes: dict[str, int], sheet: Path | None
+) -> int:
     statuses = stats.statuses()
     latencies = stats.all_latencies()
     summary = {
@@ -199,6 +236,8 @@ def _summarize(stats: RunStats, expected: int, out: Path, codes: dict[str, int])
     print(
         f"  wrote:                  {out.resolve()}/summary.json, decoder.log, inferencer.log, cameras.yaml"
     )
+    if sheet is not None:
+        print(f"  detections drawn:       {sheet.resolve()}")
     for name, code in codes.items():
         if code not in (0, -15):  # -15: stopped by our SIGTERM
             log_tail = (out / f"{name}.log").read_text(errors="replace").splitlines()[-8:]

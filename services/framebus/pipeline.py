@@ -25,6 +25,7 @@ import yaml
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Detections
+from framebus.runstats import DecoderView
 
 
 @dataclass(frozen=True)
@@ -125,19 +126,36 @@ class PipelineProcesses:
         self.log_dir = log_dir
         self._envs = {"inferencer": {**base, **inferencer_env}, "decoder": {**base, **decoder_env}}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.decoder_metrics_url = ""
 
-    def start(self) -> PipelineProcesses:
-        """Start the inferencer first (it warms up), then the decoder."""
-        for name in ("inferencer", "decoder"):
-            log = (self.log_dir / f"{name}.log").open("wb")
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "framebus.cli", name],
-                env=self._envs[name],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-            log.close()
+    def start(self, ready_timeout_s: float = 90.0) -> PipelineProcesses:
+        """Start the inferencer, wait until it is ready, then start the decoder.
+
+        Ready means warmed up and partitions assigned, so no frame waits for a cold inferencer.
+        """
+        inferencer_port = self._envs["inferencer"].setdefault(
+            "FRAMEBUS_HTTP_PORT", str(_free_port())
+        )
+        decoder_port = self._envs["decoder"].setdefault("FRAMEBUS_HTTP_PORT", str(_free_port()))
+        self.decoder_metrics_url = f"http://127.0.0.1:{decoder_port}/metrics"
+        self._spawn("inferencer")
+        deadline = time.monotonic() + ready_timeout_s
+        while not _answers_200(f"http://127.0.0.1:{inferencer_port}/readyz"):
+            if self.procs["inferencer"].poll() is not None or time.monotonic() > deadline:
+                break  # the caller sees the exit code and the missing records
+            time.sleep(0.25)
+        self._spawn("decoder")
         return self
+
+    def _spawn(self, name: str) -> None:
+        log = (self.log_dir / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "framebus.cli", name],
+            env=self._envs[name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
 
     def exited(self) -> dict[str, int]:
         """Exit codes of the processes that have ended."""
@@ -180,6 +198,54 @@ def _answers_200(url: str) -> bool:
             return bool(resp.status == 200)
     except (OSError, urllib.error.URLError):
         return False
+
+
+class DecoderScraper:
+    """Reads the decoder's /metrics: frames published per second and drops, per camera."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.url = url
+        self._clock = clock
+        self._last: tuple[float, dict[str, int]] | None = None
+        self.views: dict[str, DecoderView] = {}
+
+    def scrape(self) -> dict[str, DecoderView]:
+        """Update and return the per-camera views (unchanged when the decoder does not answer)."""
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as resp:  # noqa: S310 - loopback child
+                text = resp.read().decode()
+        except (OSError, urllib.error.URLError):
+            return self.views
+        published, dropped = parse_decoder_metrics(text)
+        now = self._clock()
+        if self._last is not None:
+            then, before = self._last
+            dt = max(now - then, 1e-6)
+            self.views = {
+                cid: DecoderView((n - before.get(cid, 0)) / dt, n, dropped.get(cid, {}))
+                for cid, n in published.items()
+            }
+        self._last = (now, published)
+        return self.views
+
+
+def parse_decoder_metrics(text: str) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """(published per camera, dropped per camera and reason) from the decoder's metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    published: dict[str, int] = {}
+    dropped: dict[str, dict[str, int]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            cam = sample.labels.get("camera", "")
+            if (
+                sample.name == "framebus_decoder_frames_total"
+                and sample.labels.get("outcome") == "published"
+            ):
+                published[cam] = int(sample.value)
+            elif sample.name == "framebus_decoder_frames_dropped_total":
+                dropped.setdefault(cam, {})[sample.labels.get("reason", "?")] = int(sample.value)
+    return published, dropped
 
 
 def watch_detections(

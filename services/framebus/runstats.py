@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,19 +99,32 @@ class RunStats:
             return (0.0, 0.0)
         return (min(inferred) / total, max(inferred) / total)
 
-    def table(self) -> str:
-        """The live per-camera table."""
-        head = f"{'camera':<14}{'fps out':>8}{'frames':>8}{'batch':>7}{'p50 ms':>9}{'p99 ms':>9}  drops"
+    def table(self, inputs: Mapping[str, DecoderView] | None = None) -> str:
+        """The live per-camera table; `inputs` adds the decoder's side (fps in, its drops)."""
+        inputs = inputs or {}
+        head = (
+            f"{'camera':<14}{'fps in':>7}{'fps out':>8}{'frames':>8}{'batch':>7}"
+            f"{'p50 ms':>9}{'p99 ms':>9}  drops by reason"
+        )
         rows = [head, "-" * len(head)]
-        for cid in sorted(self.cameras):
+        for cid in sorted(set(self.cameras) | set(inputs)):
             cam = self.cameras[cid]
-            drops = ", ".join(
-                f"{s.lower()} {n}" for s, n in cam.statuses.items() if s != "INFERRED"
-            )
+            view = inputs.get(cid, DecoderView())
+            drops = [f"{s.lower()} {n}" for s, n in cam.statuses.items() if s != "INFERRED"]
+            drops += [f"{r} {n}" for r, n in view.dropped.items() if n]
             mean_batch = float(np.mean(cam.batch_sizes[-50:])) if cam.batch_sizes else 0.0
             rows.append(
-                f"{cid:<14}{self.fps_out(cid):>8.1f}{cam.records:>8}{mean_batch:>7.1f}"
-                f"{percentile(cam.latencies_ms, 50):>9.0f}{percentile(cam.latencies_ms, 99):>9.0f}  "
-                f"{drops or '-'}"
+                f"{cid:<14}{view.fps_in:>7.1f}{self.fps_out(cid):>8.1f}{cam.records:>8}"
+                f"{mean_batch:>7.1f}{percentile(cam.latencies_ms, 50):>9.0f}"
+                f"{percentile(cam.latencies_ms, 99):>9.0f}  {', '.join(drops) or '-'}"
             )
         return "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class DecoderView:
+    """What the decoder's /metrics say about one camera, for the live table."""
+
+    fps_in: float = 0.0
+    published: int = 0
+    dropped: Mapping[str, int] = field(default_factory=dict)
