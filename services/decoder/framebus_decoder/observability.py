@@ -6,7 +6,6 @@ can never disagree and the hot path pays nothing for them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.kafka.topics import broker_reachable
 from framebus.telemetry.health import Health
+from framebus.telemetry.kafka_check import KafkaCheck
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 
 
@@ -72,27 +71,6 @@ class DecoderCollector(Collector):
         yield from (frames, dropped, reconnects, errors, state, age)
 
 
-class KafkaProbe:
-    """Whether the brokers answer, checked at most every `every_s` seconds (probes are frequent)."""
-
-    def __init__(self, kafka: KafkaSettings, every_s: float = 3.0) -> None:
-        self._kafka = kafka
-        self._every_s = every_s
-        self._checked_at = -1e9
-        self._reason: str | None = "not checked yet"
-
-    def __call__(self) -> str | None:
-        """None when the brokers answer, else the reason."""
-        now = time.monotonic()
-        if now - self._checked_at >= self._every_s:
-            self._checked_at = now
-            ok = broker_reachable(self._kafka, 2.0)
-            self._reason = (
-                None if ok else f"Kafka brokers {self._kafka.bootstrap_servers} do not answer"
-            )
-        return self._reason
-
-
 def decoder_telemetry(
     stats: DecoderStats, kafka: KafkaSettings
 ) -> tuple[CollectorRegistry, Health]:
@@ -100,7 +78,7 @@ def decoder_telemetry(
     registry = CollectorRegistry()
     registry.register(DecoderCollector(stats))
     health = Health()
-    health.add_check("kafka", KafkaProbe(kafka))
+    health.add_check("kafka", KafkaCheck(kafka))
     health.add_check("sources", lambda: sources_not_ready(stats))
     health.add_detail("stalled_cameras", lambda: cameras_in(stats, CameraState.RECONNECTING))
     health.add_detail("backpressure_cameras", lambda: cameras_in(stats, CameraState.BACKPRESSURE))

@@ -6,14 +6,12 @@ import logging
 import os
 import socket
 import threading
-import time
 
 from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings
-from framebus.kafka.topics import broker_reachable
 from framebus.telemetry.health import Health
+from framebus.telemetry.kafka_check import KafkaCheck
 from framebus.telemetry.tracing import setup_tracing
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.metrics import start_health_server
@@ -91,27 +89,6 @@ def run(
     finally:
         if server is not None:
             server.stop()
-
-
-class KafkaCheck:
-    """Readiness: the brokers answer (asked at most every `every_s`, since probes are frequent)."""
-
-    def __init__(self, kafka: KafkaSettings, every_s: float = 3.0) -> None:
-        self._kafka = kafka
-        self._every_s = every_s
-        self._checked_at = -1e9
-        self._reason: str | None = "not checked yet"
-
-    def __call__(self) -> str | None:
-        """None when the brokers answer, else the reason."""
-        now = time.monotonic()
-        if now - self._checked_at >= self._every_s:
-            self._checked_at = now
-            ok = broker_reachable(self._kafka, 2.0)
-            self._reason = (
-                None if ok else f"Kafka brokers {self._kafka.bootstrap_servers} do not answer"
-            )
-        return self._reason
 
 
 def _run_pipeline(

@@ -6,8 +6,8 @@ import urllib.request
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.telemetry.health import Health
+from framebus.telemetry.kafka_check import KafkaCheck
 from framebus_inferencer.metrics import start_health_server
-from framebus_inferencer.service import KafkaCheck
 from framebus_inferencer.stats import InferencerStats
 
 
