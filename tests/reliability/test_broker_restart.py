@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -26,7 +27,7 @@ from tests.reliability.harness import detections_of, frames_of, wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PORT = 22192  # below the ephemeral range; the controller takes PORT + 1
-OUTAGE_S = 10.0
+OUTAGE_S = float(os.environ.get("FRAMEBUS_OUTAGE_S", "10"))  # the issue asks for 10 s
 CAMERAS = ("cam-a", "cam-b")
 
 

@@ -536,6 +536,13 @@ class Pipeline:
         for r in pub.records:
             self.producer.produce(r.topic, r.value, r.key, r.headers, report, block_s=30.0)
         pending = self.producer.flush(30.0)
+        while pending and not errors:
+            # The broker is away: librdkafka retries until message.timeout.ms (5 min) and then
+            # reports each record as failed; until then, wait instead of dying mid-outage.
+            log.warning("%d detections records not yet acknowledged; still waiting", pending)
+            self.stats.error("delivery_wait")
+            self._beat()
+            pending = self.producer.flush(30.0)
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
         with self._tracker_lock:
