@@ -60,7 +60,8 @@ def make_frame(camera: str, seq: int, age_s: float = 0.0) -> bytes:
 
 
 def produce(kafka: KafkaSettings, topic: str, items: list[tuple[str, int, float]]) -> None:
-    producer = confluent_kafka.Producer(kafka.client_config())
+    # Idempotent, as the decoder's producer is: a plain producer may reorder records on retries.
+    producer = confluent_kafka.Producer({**kafka.client_config(), "enable.idempotence": True})
     for camera, seq, age in items:
         producer.produce(topic, make_frame(camera, seq, age), key=camera)
         producer.poll(0)
