@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_KAFKA_PORT ?= 29092
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install demo test soak lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -22,7 +22,11 @@ demo: install
 
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
 test: install lint test-kafka
-	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest $(PYTEST_ARGS)
+	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m "not soak" $(PYTEST_ARGS)
+
+## The 10-minute soak (8 cameras at 5 fps; RSS and accounting), run by CI after `make test`.
+soak: install test-kafka
+	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m soak -rA $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
