@@ -48,6 +48,10 @@ from framebus_inferencer.stats import InferencerStats
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop latency
+# Longest consume() wait while batches are in flight: the publish thread waits for the receive
+# thread (the only one allowed to touch the consumer) to commit each batch before the next.
+BUSY_POLL_S = 0.01
+COMMIT_HANDOFF_S = 2.0
 QUEUE_POLL_S = 0.05
 TXN_TIMEOUT_S = 30.0
 LAG_EVERY_S = 5.0  # how often the receive thread reads watermarks and positions for the lag
@@ -126,6 +130,8 @@ class Pipeline:
         # another thread waits on the handle while consume() runs, and with back-to-back consume
         # calls it can wait indefinitely. The publish thread leaves offsets here instead.
         self._offsets_to_store: dict[tuple[str, int], int] = {}
+        self._committed = threading.Condition(self._tracker_lock)
+        self._receiving = True
         self._group_metadata: Any = None
         self.infer_q: queue.Queue[Work | None] = queue.Queue(maxsize=1)
         self.publish_q: queue.Queue[Publication | None] = queue.Queue(maxsize=2)
@@ -171,12 +177,15 @@ class Pipeline:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.consumer.client.store_offsets(offsets=tps)
-            # Commit now rather than at the next auto-commit (5 s later): after a crash, only
-            # the batches delivered since this commit are delivered again.
-            self.consumer.client.commit(offsets=tps, asynchronous=True)
+            # Commit now, and wait for the broker, rather than at the next auto-commit (5 s later):
+            # after a crash only the one batch delivered since this commit is delivered again.
+            self.consumer.client.commit(offsets=tps, asynchronous=False)
         except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
             log.warning("cannot store offsets %s: %s", marks, exc)
             self.stats.error("store_offsets")
+        finally:
+            with self._committed:
+                self._committed.notify_all()
 
     def _guard(self, target: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:
@@ -197,15 +206,19 @@ class Pipeline:
         if name.startswith("fb-"):
             self.health.heartbeat(name.removeprefix("fb-"), LOOP_ALLOWANCE_S)
 
-    def _put(self, q: queue.Queue[Any], item: Any) -> bool:
+    def _put(
+        self, q: queue.Queue[Any], item: Any, while_full: Callable[[], None] | None = None
+    ) -> bool:
         while True:
             self._beat()
             try:
-                q.put(item, timeout=QUEUE_POLL_S)
+                q.put(item, timeout=QUEUE_POLL_S if while_full is None else BUSY_POLL_S / 2)
                 return True
             except queue.Full:
                 if self.stop.is_set() and self.failures:
                     return False
+                if while_full is not None:
+                    while_full()
 
     def _get(self, q: queue.Queue[Any]) -> Any:
         while True:
@@ -246,6 +259,10 @@ class Pipeline:
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
                 break
         final = self.batcher.flush(self.clock_ms(), _wall_us())
+        self._store_offsets()
+        with self._committed:
+            self._receiving = False  # from now on run() stores the last offsets after the stages
+            self._committed.notify_all()
         if final is not None and not self.failures:
             self._submit(Work(final))
         self._put(self.infer_q, None)
@@ -277,9 +294,9 @@ class Pipeline:
         got = 0
         if not self.batcher.full:
             deadline = self.batcher.next_deadline_ms(_wall_us())
-            timeout = IDLE_POLL_S
+            timeout = BUSY_POLL_S if self._in_flight else IDLE_POLL_S
             if deadline is not None:
-                timeout = min(IDLE_POLL_S, max(0.0, (deadline - self.clock_ms()) / 1000))
+                timeout = min(timeout, max(0.0, (deadline - self.clock_ms()) / 1000))
             room = self.batcher.capacity - len(self.batcher)
             messages = self.consumer.consume(room, timeout)
             got = len(messages)
@@ -330,7 +347,8 @@ class Pipeline:
             work.span = self._batch_span(work.batch)
         with self._idle:
             self._in_flight += 1
-        if not self._put(self.infer_q, work):
+        # While the pipeline is full, keep committing: the publish thread waits for each commit.
+        if not self._put(self.infer_q, work, while_full=self._store_offsets):
             with self._idle:
                 self._in_flight -= 1
 
@@ -398,9 +416,15 @@ class Pipeline:
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0 or bool(self.failures), 30.0)
-        self._store_offsets()  # we are on the receive thread, inside consume(): the commit follows
+        # We are the receive thread, inside consume(): keep committing what the publish thread
+        # delivers meanwhile, since it waits for each commit before its next batch.
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            self._store_offsets()
+            with self._idle:
+                if self._idle.wait_for(lambda: self._in_flight == 0 or bool(self.failures), 0.05):
+                    break
+        self._store_offsets()
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with self._tracker_lock:
@@ -545,10 +569,16 @@ class Pipeline:
             pending = self.producer.flush(30.0)
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
-        with self._tracker_lock:
+        with self._committed:
             self.tracker.delivered(pub.offsets)
             self._offsets_to_store.update(self.tracker.committable())
             self.tracker.committed()
+            # Hold the next batch until the receive thread has committed this one, so a crash
+            # repeats at most one batch per partition.
+            self._committed.wait_for(
+                lambda: not self._offsets_to_store or not self._receiving or bool(self.failures),
+                COMMIT_HANDOFF_S,
+            )
 
     def _publish_transactional(self, pub: Publication) -> None:
         client = self.producer.client
