@@ -10,7 +10,7 @@ from typing import Any
 
 import confluent_kafka
 
-from framebus.errors import DeliveryError, KafkaError
+from framebus.errors import KafkaError
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -112,9 +112,3 @@ class Producer:
         pending = self.flush()
         if pending:
             log.error("producer closed with %d undelivered records", pending)
-
-
-def raise_for_delivery(err: Any, topic: str) -> None:
-    """Turn a delivery-report error into a DeliveryError carrying the Kafka error code."""
-    if err is not None:
-        raise DeliveryError(f"delivery to {topic} failed: {err.str()}", err.name())

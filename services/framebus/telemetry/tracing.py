@@ -10,8 +10,7 @@ read by the SDK itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -93,8 +92,3 @@ def span_context_of(headers: KafkaHeaders | None) -> trace.SpanContext | None:
     """The remote span context in the headers, if valid (for span links)."""
     span_ctx = trace.get_current_span(extract_context(headers)).get_span_context()
     return span_ctx if span_ctx.is_valid else None
-
-
-def trace_headers_only(headers: Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
-    """Keep only the trace-context headers of a message (to copy them onto its result)."""
-    return [(k, v) for k, v in (headers or ()) if k.lower() in TRACE_HEADERS]
