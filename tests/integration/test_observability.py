@@ -39,6 +39,8 @@ def get_json(url: str) -> tuple[int, dict[str, Any]]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
+    except urllib.error.URLError:  # the service's HTTP server is not listening yet
+        return 0, {}
 
 
 def wait_for(predicate: Any, timeout_s: float) -> float:
