@@ -147,7 +147,7 @@ def _loadtest_command(args: argparse.Namespace) -> int:
     result = run_loadtest(settings)
     print(format_report(result))
     print(f"wrote {settings.output_dir}/loadtest.json, loadtest-latency.png")
-    return 0 if result.unaccounted == 0 else 1
+    return 0 if result.ok else 1
 
 
 def _start_local_kafka_if_needed(kafka: KafkaSettings) -> None:

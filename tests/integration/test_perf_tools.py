@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import onnx
 import pytest
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.perf.knee import Budget, recommend
-from framebus.perf.loadtest import LoadtestSettings, run_loadtest
-from framebus.perf.tune import TuneSettings, engine_factory, run_tune
+from framebus.perf.loadtest import LoadtestSettings, format_report, run_loadtest
+from framebus.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
 from framebus.testmodels import yolov8n_like_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -68,14 +68,13 @@ def test_tune_cli_when_yolov8n_sized_model_on_cpu_then_table_json_plot_and_helm_
     assert "maxBatch:" in (out / "tune-values.yaml").read_text()
 
 
-def test_loadtest_when_80_percent_of_tuned_capacity_then_bounded_latency_and_every_frame_accounted(
+def test_loadtest_when_80_percent_of_tuned_capacity_then_every_frame_accounted_and_goal_reported(
     kafka: KafkaSettings, yolov8n_640: Path, tmp_path: Path
 ) -> None:
     # One ONNX Runtime thread for the inferencer, in tune and in the load test alike: on two cores
     # the decoder, the broker and this test need the other one.
-    model = yolov8n_640
     tune = TuneSettings(
-        model_path=model,
+        model_path=yolov8n_640,
         providers=("cpu",),
         max_batch_limit=8,
         seconds_per_batch=3,
@@ -84,53 +83,32 @@ def test_loadtest_when_80_percent_of_tuned_capacity_then_bounded_latency_and_eve
         threads=1,
         output_dir=tmp_path / "tune",
     )
-    curve = run_tune(tune, engine_factory(tune), lambda _step: None)
-    capacity = curve.recommendation.throughput_fps
-    cameras = 4
-    fps = 0.8 * capacity / cameras
-    rec = recommend(
-        curve.points, Budget(latency_budget_ms=1000, cameras=cameras, fps_per_camera=fps)
-    )
-    batch_p99 = next(p.p99_ms for p in curve.points if p.batch == rec.max_batch)
+    write_outputs(run_tune(tune, engine_factory(tune), lambda _step: None), tune)
 
     result = run_loadtest(
         LoadtestSettings(
             kafka=kafka,
-            cameras=cameras,
-            fps=round(fps, 2),
+            cameras=4,
             duration_s=120,
             video_width=320,
             video_height=240,
-            model_path=model,
-            max_batch=rec.max_batch,
-            max_wait_ms=rec.max_wait_ms,
+            tune_json=tmp_path / "tune" / "tune.json",
+            load_fraction=0.8,
             output_dir=tmp_path / "loadtest",
-            inferencer_env=("FRAMEBUS_INTRA_OP_THREADS=1",),
         ),
         progress=lambda _line: None,
     )
-    report = json.dumps(
-        {
-            "capacity_fps": capacity,
-            "fps_per_camera": fps,
-            "max_batch": rec.max_batch,
-            "max_wait_ms": rec.max_wait_ms,
-            "batch_p99_ms": batch_p99,
-            "loadtest": result.latency_ms,
-        }
-    )
+    report = json.dumps(asdict(result))
+    assert result.settings["model_path"] == str(yolov8n_640), report
+    assert "FRAMEBUS_INTRA_OP_THREADS=1" in result.settings["inferencer_env"], report
     assert result.unaccounted == 0, report
     assert result.duplicates == 0, report
     assert result.by_status.get("INFERRED", 0) == result.published, report
-    assert result.published > 0.7 * cameras * fps * 120, report
-    # The latency goal (p99 <= max_wait_ms + 2 x batch p99) is measured and written down, not
-    # asserted: on this project's 2-core machines the decoder, the broker and the inferencer share
-    # the CPU, and at 80 % of the bare engine's capacity p99 came out at 1.4-4x the goal (see
-    # docs/benchmarks.md). A timing goal is a benchmark, not a test.
-    goal_ms = rec.max_wait_ms + 2 * batch_p99
-    print(
-        f"loadtest at 80 % of tuned capacity: p99 {result.latency_ms['p99']:.0f} ms, "
-        f"goal {goal_ms:.0f} ms; {report}"
-    )
-    assert result.latency_ms["p99"] > 0, report
+    goal = result.goal
+    assert goal is not None, report
+    assert result.published > 0.7 * goal["load_fraction"] * goal["capacity_fps"] * 120, report
+    # The latency goal (p99 <= max_wait_ms + 2 x batch p99) is reported here and measured, as
+    # medians of several runs, by bench/tuned_loadtest.py: a timing goal is a benchmark, not a test.
+    print(format_report(result))
+    assert goal["p99_ms"] > 0 and goal["p99_goal_ms"] > 0, report
     assert (tmp_path / "loadtest" / "loadtest-latency.png").exists()

@@ -12,7 +12,16 @@ import yaml
 from framebus.errors import ConfigError
 from framebus_decoder.settings import DecoderSettings, RtspTransport
 
-_KNOWN_KEYS = {"id", "url", "target_fps", "rtsp_transport", "loop", "realtime", "options"}
+_KNOWN_KEYS = {
+    "id",
+    "url",
+    "target_fps",
+    "sample_phase",
+    "rtsp_transport",
+    "loop",
+    "realtime",
+    "options",
+}
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,9 @@ class Camera:
     realtime: bool = False
     # Extra FFmpeg options (AVOptions) for this source, e.g. (("analyzeduration", "1000000"),).
     options: tuple[tuple[str, str], ...] = ()
+    # Where in each sampling interval frames are taken (0 <= phase < 1); None: the decoder
+    # spreads the cameras it starts (see sampler.spread_phase).
+    sample_phase: float | None = None
 
     @property
     def is_file(self) -> bool:
@@ -124,6 +136,7 @@ def _camera(n: int, item: Any, defaults: DecoderSettings) -> Camera:
         raise ConfigError(f"camera file: entry {n} ({item['id']}): {exc}") from None
     if fps < 0:
         raise ConfigError(f"camera file: target_fps of {item['id']} must be >= 0")
+    phase = _sample_phase(item)
     return Camera(
         id=str(item["id"]),
         url=str(item["url"]),
@@ -132,4 +145,21 @@ def _camera(n: int, item: Any, defaults: DecoderSettings) -> Camera:
         loop=bool(item.get("loop", defaults.loop)),
         realtime=bool(item.get("realtime", defaults.realtime)),
         options=tuple(sorted((str(k), str(v)) for k, v in options.items())),
+        sample_phase=phase,
     )
+
+
+def _sample_phase(item: dict[str, Any]) -> float | None:
+    raw = item.get("sample_phase")
+    if raw is None:
+        return None
+    try:
+        phase = float(raw)
+    except (TypeError, ValueError):
+        phase = -1.0
+    if not 0.0 <= phase < 1.0:
+        raise ConfigError(
+            f"camera file: sample_phase of {item['id']} must be a number in [0, 1) "
+            f"(a fraction of the sampling interval), got {raw!r}"
+        )
+    return phase

@@ -22,6 +22,7 @@ from framebus.telemetry.tracing import setup_tracing
 from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
 from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.publisher import FramePublisher
+from framebus_decoder.sampler import spread_phase
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.source import SourceOptions
 from framebus_decoder.stats import CameraState, DecoderStats
@@ -107,6 +108,7 @@ class DecoderService:
         )
         self.workers: dict[str, CameraWorker] = {}
         self.config_errors = 0
+        self._started = 0  # cameras started so far: picks the next spread sampling phase
 
     def apply(self, cameras: list[Camera]) -> None:
         """Start added cameras, stop removed ones, restart changed ones; leave the rest alone."""
@@ -127,12 +129,23 @@ class DecoderService:
                 self._start(cam)
 
     def _start(self, camera: Camera) -> None:
-        worker = CameraWorker(camera, self._config, self.publisher, self.stats, self._stop)
+        phase = camera.sample_phase
+        if phase is None:
+            phase = spread_phase(self._started)
+        self._started += 1
+        worker = CameraWorker(
+            camera, self._config, self.publisher, self.stats, self._stop, sample_phase=phase
+        )
         self.workers[camera.id] = worker
         self.stats.set_state(camera.id, CameraState.STARTING)
         log.info(
             "camera starting",
-            extra={"camera_id": camera.id, "url": camera.url, "target_fps": camera.target_fps},
+            extra={
+                "camera_id": camera.id,
+                "url": camera.url,
+                "target_fps": camera.target_fps,
+                "sample_phase": round(phase, 3),
+            },
         )
         worker.thread.start()
 

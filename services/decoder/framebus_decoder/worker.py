@@ -61,8 +61,10 @@ class CameraWorker:
         publisher: FramePublisher,
         stats: DecoderStats,
         stop: threading.Event,
+        sample_phase: float = 0.0,
     ) -> None:
         self.camera = camera
+        self.sample_phase = sample_phase
         self._cfg = config
         self._publisher = publisher
         self._stats = stats
@@ -89,7 +91,7 @@ class CameraWorker:
         backoff = Backoff(
             self._cfg.reconnect_initial_s, self._cfg.reconnect_max_s, self._cfg.reconnect_jitter
         )
-        sampler = FpsSampler(cam.target_fps)
+        sampler = FpsSampler(cam.target_fps, self.sample_phase)
         offset = 0.0
         final = CameraState.STOPPED
         while not self.stopping():

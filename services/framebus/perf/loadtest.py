@@ -1,24 +1,28 @@
 """`framebus loadtest`: N simulated live cameras through the real decoder, broker and inferencer.
 
-Each camera is a generated video of its own phase, played in real time and looped. After the
+Each camera is a generated video of its own phase, played in real time and looped, and samples at
+its own phase of the sampling interval (`camera_phases`). After the
 run, the decoder is stopped (it flushes), the inferencer drains, and every frame published is
 matched against the detections records: inferred + dropped by reason must equal published.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 
+from framebus.errors import ConfigError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections
+from framebus.perf.tuned import TunedLoad, tuned_load
 from framebus.pipeline import (
     CameraSpec,
     PipelineProcesses,
@@ -32,6 +36,17 @@ from framebus.settings import check, setting
 from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
 
+class CameraPhases(enum.Enum):
+    """When in each sampling interval the simulated cameras take their frames."""
+
+    # Camera i samples at i/N of the interval: unsynchronised cameras, spread as well as they can
+    # be; the load the inferencer sees is as smooth as the camera count allows.
+    EVEN = "even"
+    # Every camera samples the same instant (genlocked cameras, a recorder's synchronised
+    # playback): the inferencer gets all N frames at once each interval, the worst case.
+    ALIGNED = "aligned"
+
+
 @dataclass(frozen=True)
 class LoadtestSettings:
     """Settings of `framebus loadtest`."""
@@ -39,6 +54,11 @@ class LoadtestSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     cameras: int = setting(8, "Simulated cameras.")
     fps: float = setting(5.0, "Frames per second sampled from each camera.")
+    camera_phases: CameraPhases = setting(
+        CameraPhases.EVEN,
+        "When in each sampling interval the cameras take their frames: `even` (camera i at i/N "
+        "of the interval) or `aligned` (all at once, the bursty worst case).",
+    )
     duration_s: float = setting(60.0, "How long the cameras publish.")
     video: Path | None = setting(
         None, "Video every camera loops (default: generated, one phase per camera)."
@@ -58,6 +78,13 @@ class LoadtestSettings:
         120.0, "How long to wait for the inferencer to catch up after the run."
     )
     output_dir: Path = setting(Path("loadtest-output"), "Where the JSON, PNG and logs go.")
+    tune_json: Path | None = setting(
+        None,
+        "A `framebus tune` result (tune.json): run at `load_fraction` of the capacity it measured, "
+        "with its model, threads and recommended max_batch/max_wait_ms (these replace fps, "
+        "max_batch and max_wait_ms), and check p99 <= max_wait_ms + 2 x its batch p99.",
+    )
+    load_fraction: float = setting(0.8, "With tune_json: the load, as a fraction of capacity.")
 
     def __post_init__(self) -> None:
         check(1 <= self.cameras <= 256, "cameras", "must be between 1 and 256")
@@ -81,6 +108,14 @@ class LoadtestResult:
     fairness_min_max_share: tuple[float, float]
     duplicates: int
     exit_codes: dict[str, int] = field(default_factory=dict)
+    # With tune_json: the tuned load and whether p99 stayed within its goal.
+    goal: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every frame accounted for, no repeats, and the latency goal met when there was one."""
+        met = self.goal is None or bool(self.goal["met"])
+        return self.unaccounted == 0 and self.duplicates == 0 and met
 
 
 def _camera_videos(settings: LoadtestSettings) -> list[Path]:
@@ -102,6 +137,12 @@ def _camera_videos(settings: LoadtestSettings) -> list[Path]:
             write_square_video(path, scene)
         videos.append(path)
     return videos
+
+
+def _phase(settings: LoadtestSettings, camera: int) -> float:
+    if settings.camera_phases is CameraPhases.ALIGNED:
+        return 0.0
+    return camera / settings.cameras
 
 
 def end_offsets(kafka: KafkaSettings, topic: str) -> int:
@@ -131,7 +172,7 @@ def _prepare(settings: LoadtestSettings) -> tuple[TopicSettings, PipelineProcess
     ensure_topics(settings.kafka, framebus_topics(topics, partitions, partitions))
     model = settings.model_path or write_bright_square_model(out / "bright-square.onnx")
     cameras = [
-        CameraSpec(f"cam-{i:03d}", str(v), settings.fps)
+        CameraSpec(f"cam-{i:03d}", str(v), settings.fps, {"sample_phase": _phase(settings, i)})
         for i, v in enumerate(_camera_videos(settings))
     ]
     cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
@@ -195,8 +236,45 @@ class _Collector:
         return (max(times) - min(times)) if len(times) > 1 else 0.0
 
 
+def apply_tune(settings: LoadtestSettings) -> tuple[LoadtestSettings, TunedLoad | None]:
+    """The settings a tune result asks for (unchanged without `tune_json`), and the tuned load."""
+    if settings.tune_json is None:
+        return settings, None
+    try:
+        doc = json.loads(settings.tune_json.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"FRAMEBUS_TUNE_JSON: cannot read {settings.tune_json}: {exc}") from None
+    load = tuned_load(doc, settings.cameras, settings.load_fraction)
+    tuned = replace(
+        settings,
+        fps=load.fps_per_camera,
+        max_batch=load.max_batch,
+        max_wait_ms=load.max_wait_ms,
+        model_path=settings.model_path or load.model_path,
+        # The engine threads tune measured with; the user's own inferencer_env still wins.
+        inferencer_env=(f"FRAMEBUS_INTRA_OP_THREADS={load.threads}", *settings.inferencer_env),
+    )
+    return tuned, load
+
+
+def _goal(
+    load: TunedLoad | None, settings: LoadtestSettings, p99_ms: float
+) -> dict[str, Any] | None:
+    if load is None:
+        return None
+    return {
+        "load_fraction": settings.load_fraction,
+        "capacity_fps": load.capacity_fps,
+        "batch_p99_ms": load.batch_p99_ms,
+        "p99_goal_ms": load.goal_p99_ms,
+        "p99_ms": p99_ms,
+        "met": p99_ms <= load.goal_p99_ms,
+    }
+
+
 def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestResult:
     """Run the load, drain, account for every frame, write the JSON and the plot."""
+    settings, load = apply_tune(settings)
     topics, processes = _prepare(settings)
     consumer = detections_reader(settings.kafka, topics.detections_topic, 0)
     col = _Collector(progress)
@@ -246,6 +324,7 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
         fairness_min_max_share=stats.fairness(),
         duplicates=col.duplicates,
         exit_codes=codes,
+        goal=_goal(load, settings, percentile(lat, 99)),
     )
     out = settings.output_dir
     (out / "loadtest.json").write_text(json.dumps(asdict(result), indent=2), encoding="utf-8")
@@ -272,7 +351,8 @@ def plot_latency(
     right.set_xlabel("end-to-end latency, ms")
     right.set_ylabel("frames")
     fig.suptitle(
-        f"framebus loadtest: {settings.cameras} cameras x {settings.fps:g} fps, "
+        f"framebus loadtest: {settings.cameras} cameras x {settings.fps:g} fps "
+        f"({settings.camera_phases.value} phases), "
         f"max_batch {settings.max_batch}, max_wait {settings.max_wait_ms:g} ms",
         fontsize=9,
     )
@@ -284,6 +364,16 @@ def plot_latency(
 def format_report(result: LoadtestResult) -> str:
     """The terminal summary."""
     lo, hi = result.fairness_min_max_share
+    lines = []
+    if result.goal is not None:
+        g = result.goal
+        lines.append(
+            f"tuned load: {g['load_fraction']:.0%} of {g['capacity_fps']:.1f} frames/s, "
+            f"max_batch {result.settings['max_batch']}, max_wait_ms {result.settings['max_wait_ms']}; "
+            f"p99 {g['p99_ms']:.0f} ms vs goal {g['p99_goal_ms']:.0f} ms "
+            f"(max_wait_ms + 2 x batch p99 {g['batch_p99_ms']:.0f} ms): "
+            + ("met" if g["met"] else "NOT met")
+        )
     return "\n".join(
         [
             f"published {result.published}, detections records {result.records} {result.by_status}, "
@@ -293,5 +383,6 @@ def format_report(result: LoadtestResult) -> str:
             + ", ".join(f"{k} {v:.0f}" for k, v in result.latency_ms.items()),
             f"batch sizes (frames per size): {result.batch_sizes}",
             f"fairness: min/max share of inferred frames {lo:.3f}/{hi:.3f}",
+            *lines,
         ]
     )

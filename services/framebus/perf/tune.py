@@ -52,7 +52,9 @@ class TuneSettings:
     )
     trt_cache_dir: Path = setting(Path("trt-cache"), "TensorRT engine and timing cache directory.")
     max_batch_limit: int = setting(16, "Largest batch size measured (powers of two up to it).")
-    seconds_per_batch: float = setting(4.0, "Measuring time per batch size (after warm-up).")
+    # Short windows misjudge capacity on shared machines: 3-s windows gave 5.3-6.7 frames/s for
+    # one model on one machine within an hour (docs/benchmarks.md).
+    seconds_per_batch: float = setting(10.0, "Measuring time per batch size (after warm-up).")
     latency_budget_ms: float = setting(200.0, "End-to-end latency budget per frame.")
     memory_budget_mb: float | None = setting(None, "Memory budget (GPU memory or process RSS), MB.")
     cameras: int = setting(0, "Target load: number of cameras.")

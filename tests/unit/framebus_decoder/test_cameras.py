@@ -11,10 +11,18 @@ def test_parse_cameras_when_options_given_then_per_camera_values_override_defaul
     doc = {
         "cameras": [
             {"id": "a", "url": "rtsp://h/a", "rtsp_transport": "udp", "options": {"x": 1}},
-            {"id": "b", "url": "clip.mp4", "target_fps": 2, "loop": True, "realtime": True},
+            {
+                "id": "b",
+                "url": "clip.mp4",
+                "target_fps": 2,
+                "loop": True,
+                "realtime": True,
+                "sample_phase": 0.25,
+            },
         ]
     }
     a, b = parse_cameras(doc, DEFAULTS)
+    assert (a.sample_phase, b.sample_phase) == (None, 0.25)
     assert (a.target_fps, a.rtsp_transport, a.options, a.is_file) == (
         4.0,
         RtspTransport.UDP,
@@ -31,6 +39,8 @@ def test_parse_cameras_when_options_given_then_per_camera_values_override_defaul
         ({"cameras": [{"id": "a", "url": "u", "fps": 3}]}, "unknown keys"),
         ({"cameras": [{"id": "a", "url": "u"}, {"id": "a", "url": "v"}]}, "unique"),
         ({"cameras": [{"id": "a", "url": "u", "rtsp_transport": "sctp"}]}, "sctp"),
+        ({"cameras": [{"id": "a", "url": "u", "sample_phase": 1}]}, r"sample_phase .* \[0, 1\)"),
+        ({"cameras": [{"id": "a", "url": "u", "sample_phase": "x"}]}, "sample_phase"),
     ],
 )
 def test_parse_cameras_when_entry_invalid_then_config_error_says_why(

@@ -1,6 +1,6 @@
 import pytest
 
-from framebus_decoder.sampler import FpsSampler
+from framebus_decoder.sampler import FpsSampler, spread_phase
 
 
 def count_accepted(timestamps: list[float], fps: float) -> int:
@@ -36,3 +36,25 @@ def test_sampler_when_25fps_at_5_then_every_second_has_5() -> None:
     kept = [t for t in (i / 25 for i in range(250)) if sampler.accept(t)]
     per_second = [sum(1 for t in kept if int(t) == s) for s in range(10)]
     assert all(4 <= n <= 6 for n in per_second), per_second
+
+
+def test_sampler_when_phase_then_grid_shifted_by_that_fraction_of_the_interval() -> None:
+    sampler = FpsSampler(5.0, phase=0.4)
+    kept = [t for t in (i / 25 for i in range(50)) if sampler.accept(t)]
+    assert kept[:3] == pytest.approx([0.08, 0.28, 0.48])
+    assert len(kept) == 10
+
+
+def test_sampler_when_phase_out_of_range_then_value_error() -> None:
+    with pytest.raises(ValueError, match="phase"):
+        FpsSampler(5.0, phase=1.0)
+
+
+def test_spread_phase_when_many_cameras_then_no_two_closer_than_a_fraction_of_even_spacing() -> (
+    None
+):
+    for n in (2, 3, 4, 8, 16, 64):
+        phases = sorted(spread_phase(k) for k in range(n))
+        gaps = [b - a for a, b in zip(phases, [*phases[1:], phases[0] + 1], strict=True)]
+        # Golden-ratio phases: every gap is at least ~0.38 of the even spacing 1/n.
+        assert min(gaps) >= 0.38 / n, (n, gaps)
