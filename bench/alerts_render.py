@@ -8,6 +8,8 @@ consumer pays). Render: reconstructing + drawing a 1080p frame vs only reconstru
 
 from __future__ import annotations
 
+import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -17,11 +19,18 @@ from framebus.alerts.rules import Rule, RuleEngine
 from framebus.codec import DetectionsCodec
 from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
+from framebus.perf.tune import machine_info
 from framebus.render.draw import draw_detections, original_frame
 
 CAMERAS = 64
 BOXES = 10
 RULES = 8
+ROUNDS = 5  # interleaved baseline/subject rounds; medians, since the machine is shared
+
+
+def median_rounds(base: Callable[[], float], work: Callable[[], float]) -> tuple[float, float]:
+    rounds = [(base(), work()) for _ in range(ROUNDS)]
+    return statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
 
 
 def per_second(fn: Callable[[int], None], n: int) -> float:
@@ -61,7 +70,7 @@ def bench_alerts(n: int = 20_000) -> None:
         for d in dets[:k]:
             engine.observe(d)
 
-    base, work = per_second(decode, n), per_second(evaluate, n)
+    base, work = median_rounds(lambda: per_second(decode, n), lambda: per_second(evaluate, n))
     print(
         f"alerts: decode {base:,.0f} records/s, evaluate {RULES} rules x {BOXES} boxes "
         f"{work:,.0f} records/s; evaluation costs {base / work:.2f}x a decode"
@@ -85,9 +94,9 @@ def bench_render(n: int = 40) -> None:
         for _ in range(k):
             draw_detections(original_frame(frame), frame, det)
 
-    # Interleaved rounds, best of each: the machine is shared, so single passes are noisy.
-    rounds = [(per_second(rebuild, n), per_second(rebuild_and_draw, n)) for _ in range(5)]
-    base, work = max(r[0] for r in rounds), max(r[1] for r in rounds)
+    base, work = median_rounds(
+        lambda: per_second(rebuild, n), lambda: per_second(rebuild_and_draw, n)
+    )
     print(
         f"render: rebuild 1080p {base:,.1f} frames/s, rebuild + draw {BOXES} boxes "
         f"{work:,.1f} frames/s; drawing adds {base / work - 1:.0%}"
@@ -95,5 +104,9 @@ def bench_render(n: int = 40) -> None:
 
 
 if __name__ == "__main__":
+    machine = machine_info("-")
+    print("command:", " ".join(["python", *sys.argv]))
+    print(f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}")
+    print(f"medians of {ROUNDS} interleaved rounds")
     bench_alerts()
     bench_render()

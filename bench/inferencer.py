@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
+from framebus.perf.tune import machine_info
 from framebus.testmodels import conv_gflops, yolov8n_like_model
 from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
@@ -39,16 +39,6 @@ from framebus_inferencer.stats import InferencerStats
 
 BATCHES = (1, 2, 4, 8, 16)
 SIZE = 640
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def bare(model: Path, batch: int, frames: int, runs: int) -> float:
@@ -198,9 +188,11 @@ def main() -> int:
         model = yolov8n_like_model(SIZE)
         onnx.save(model, str(model_path))
         print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+        machine = machine_info("CPUExecutionProvider")
         print(
-            f"machine: {cpu_model()}, {os.cpu_count()} cores; onnxruntime {ort.__version__}, "
-            f"provider CPUExecutionProvider; confluent-kafka {confluent_kafka.version()}"
+            f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}; "
+            f"onnxruntime {ort.__version__}, provider CPUExecutionProvider; "
+            f"confluent-kafka {confluent_kafka.version()}"
         )
         print(
             f"model: YOLOv8n-sized, random weights, {conv_gflops(model):.2f} GFLOPs at "

@@ -1,0 +1,118 @@
+"""Tune, then load-test at a fraction of the tuned capacity: p99 end-to-end latency vs its goal.
+
+Each run measures its own baseline: `framebus tune` on a YOLOv8n-sized model (random weights,
+about 8.7 GFLOPs at 640x640, generated here) with one engine thread, then `framebus loadtest` of
+N looped real-time cameras through the real decoder, broker and inferencer at `--load-fraction`
+of the capacity tune just measured, with tune's recommended max_batch and max_wait_ms. The figure
+is p99 / goal, where the goal is max_wait_ms + 2 x the p99 batch latency tune measured.
+
+    python bench/tuned_loadtest.py [--bootstrap 127.0.0.1:29092] [--runs 3] [--duration-s 120]
+        [--phases even,aligned] [--seconds-per-batch 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+
+from framebus.kafka.settings import KafkaSettings
+from framebus.perf.loadtest import CameraPhases, LoadtestResult, LoadtestSettings, run_loadtest
+from framebus.perf.tune import TuneSettings, engine_factory, machine_info, run_tune, write_outputs
+from framebus.testmodels import conv_gflops, yolov8n_like_model
+
+
+def one_run(
+    kafka: KafkaSettings, model: Path, out: Path, args: argparse.Namespace, phases: CameraPhases
+) -> LoadtestResult:
+    tune = TuneSettings(
+        model_path=model,
+        providers=("cpu",),
+        max_batch_limit=8,
+        seconds_per_batch=args.seconds_per_batch,
+        latency_budget_ms=args.latency_budget_ms,
+        compare_layouts=False,
+        threads=1,
+        output_dir=out / "tune",
+    )
+    write_outputs(run_tune(tune, engine_factory(tune), lambda _step: None), tune)
+    return run_loadtest(
+        LoadtestSettings(
+            kafka=kafka,
+            cameras=args.cameras,
+            camera_phases=phases,
+            duration_s=args.duration_s,
+            video_width=320,
+            video_height=240,
+            tune_json=out / "tune" / "tune.json",
+            load_fraction=args.load_fraction,
+            output_dir=out / "loadtest",
+        ),
+        progress=lambda _line: None,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per phase setting (median)")
+    parser.add_argument("--cameras", type=int, default=4)
+    parser.add_argument("--load-fraction", type=float, default=0.8)
+    parser.add_argument("--duration-s", type=float, default=120.0)
+    parser.add_argument("--latency-budget-ms", type=float, default=1000.0)
+    parser.add_argument(
+        "--seconds-per-batch", type=float, default=10.0, help="tune's measuring time per batch"
+    )
+    parser.add_argument("--phases", default="even", help="comma-separated: even, aligned")
+    args = parser.parse_args()
+    kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
+    machine = machine_info("CPUExecutionProvider")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = Path(tmp) / "yolov8n-like-640.onnx"
+        model = yolov8n_like_model(640)
+        onnx.save(model, str(model_path))
+        print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+        print(
+            f"machine: {machine['cpu']}, {machine['cores']} cores; onnxruntime {ort.__version__}; "
+            f"{machine['date']}"
+        )
+        print(
+            f"model: YOLOv8n-sized, {conv_gflops(model):.2f} GFLOPs at 640x640, 1 engine thread; "
+            f"{args.cameras} cameras (320x240 H.264, real time, looped) at "
+            f"{args.load_fraction:.0%} of tuned capacity for {args.duration_s:g} s per run"
+        )
+        print(
+            f"{'phases':>8} {'run':>3} {'capacity/s':>10} {'batch':>5} {'wait ms':>7} "
+            f"{'p50 ms':>7} {'p99 ms':>7} {'goal ms':>7} {'p99/goal':>8} {'accounted':>9}"
+        )
+        for name in args.phases.split(","):
+            phases = CameraPhases(name.strip())
+            ratios = []
+            for run in range(args.runs):
+                r = one_run(kafka, model_path, Path(tmp) / f"{name}-{run}", args, phases)
+                g = r.goal or {}
+                ratios.append(g["p99_ms"] / g["p99_goal_ms"])
+                print(
+                    f"{name:>8} {run + 1:>3} {g['capacity_fps']:>10.2f} "
+                    f"{r.settings['max_batch']:>5} {float(r.settings['max_wait_ms']):>7.0f} "
+                    f"{r.latency_ms['p50']:>7.0f} {g['p99_ms']:>7.0f} {g['p99_goal_ms']:>7.0f} "
+                    f"{ratios[-1]:>8.2f} {'yes' if r.unaccounted == 0 else 'NO':>9}",
+                    flush=True,
+                )
+            print(
+                f"{name:>8} median p99/goal {statistics.median(ratios):.2f} "
+                f"({'met' if statistics.median(ratios) <= 1 else 'NOT met'})"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
