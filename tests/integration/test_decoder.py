@@ -159,6 +159,33 @@ def dropped(stats: DecoderStats, camera_id: str) -> int:
     return 0 if snap is None else sum(snap.dropped.values())
 
 
+def test_decoder_when_cameras_start_together_then_each_samples_at_its_own_phase(
+    kafka: KafkaSettings, topics: TopicFactory, small_video: Path, tmp_path: Path
+) -> None:
+    # Three copies of one 25 fps file at 2 fps (a 0.5 s interval): "a" and "b" get the decoder's
+    # spread phases (0 and 0.618 of the interval), "c" its own 0.5. Frames are at multiples of 0.04 s.
+    names = topics()
+    cams_file = tmp_path / "cameras.yaml"
+    cam = {"url": str(small_video), "target_fps": 2}
+    write_cameras(
+        cams_file,
+        [{"id": "a", **cam}, {"id": "b", **cam}, {"id": "c", **cam, "sample_phase": 0.5}],
+    )
+    stats = DecoderStats()
+    code = service.run(
+        DecoderSettings(kafka=kafka, topics=names, cameras_file=cams_file), stats=stats
+    )
+    assert code == 0
+    total = sum(s.count("delivered") for s in stats.snapshot().values())
+    by_cam: dict[str, list[float]] = defaultdict(list)
+    for f in decode_frames(kafka, names.frames_topic, total, timeout_s=20):
+        by_cam[f.camera_id].append(f.pts_s or 0.0)
+    assert by_cam["a"][:3] == pytest.approx([0.0, 0.52, 1.0])
+    assert by_cam["b"][:3] == pytest.approx([0.32, 0.84, 1.32])  # first frames at or after 0.309
+    assert by_cam["c"][:3] == pytest.approx([0.28, 0.76, 1.28])  # at or after 0.25
+    assert {cid: len(v) for cid, v in by_cam.items()} == {"a": 8, "b": 8, "c": 8}
+
+
 def max_gap_s(frames: list[Frame]) -> float:
     ts = sorted(f.capture_ts_us for f in frames)
     return max((b - a) / 1e6 for a, b in zip(ts, ts[1:], strict=False))

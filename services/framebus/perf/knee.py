@@ -49,6 +49,9 @@ class Recommendation:
     knee_batch: int
     max_batch: int
     max_wait_ms: float
+    # A frame older than this when its batch forms cannot finish inside the latency budget:
+    # the inferencer drops it as stale instead of delaying every frame behind it.
+    max_frame_age_ms: float
     fits: bool
     replicas_needed: int
     reasons: tuple[str, ...]
@@ -70,7 +73,7 @@ def find_knee(points: Sequence[BatchPoint], min_gain: float) -> int:
 
 
 def recommend(points: Sequence[BatchPoint], budget: Budget) -> Recommendation:
-    """Pick `max_batch` and `max_wait_ms` and say whether the target load fits."""
+    """Pick `max_batch`, `max_wait_ms` and `max_frame_age_ms`; say whether the target load fits."""
     ordered = sorted(points, key=lambda p: p.batch)
     knee = find_knee(ordered, budget.knee_gain)
     compute_ms = COMPUTE_SHARE * budget.latency_budget_ms
@@ -106,6 +109,11 @@ def recommend(points: Sequence[BatchPoint], budget: Budget) -> Recommendation:
     if target > 0:
         # Waiting longer than the time the site takes to produce a full batch gains nothing.
         wait_ms = min(wait_ms, 1000.0 * chosen.batch / target)
+    max_age_ms = max(wait_ms, budget.latency_budget_ms - chosen.p99_ms)
+    reasons.append(
+        f"a frame older than {max_age_ms:.0f} ms when its batch forms cannot finish within the "
+        f"{budget.latency_budget_ms:.0f} ms budget: max_frame_age_ms drops it as stale"
+    )
     replicas = max(1, math.ceil(target / chosen.throughput_fps)) if target > 0 else 1
     fits = fits_budgets and (target <= 0 or chosen.throughput_fps >= target)
     if target > 0:
@@ -119,6 +127,7 @@ def recommend(points: Sequence[BatchPoint], budget: Budget) -> Recommendation:
         knee_batch=knee,
         max_batch=chosen.batch,
         max_wait_ms=round(wait_ms, 1),
+        max_frame_age_ms=round(max_age_ms),
         fits=fits,
         replicas_needed=replicas,
         reasons=tuple(reasons),

@@ -81,8 +81,8 @@ class LoadtestSettings:
     tune_json: Path | None = setting(
         None,
         "A `framebus tune` result (tune.json): run at `load_fraction` of the capacity it measured, "
-        "with its model, threads and recommended max_batch/max_wait_ms (these replace fps, "
-        "max_batch and max_wait_ms), and check p99 <= max_wait_ms + 2 x its batch p99.",
+        "with its model, threads and recommended max_batch/max_wait_ms/max_frame_age_ms (these "
+        "replace fps, max_batch and max_wait_ms), and check p99 <= max_wait_ms + 2 x its batch p99.",
     )
     load_fraction: float = setting(0.8, "With tune_json: the load, as a fraction of capacity.")
 
@@ -251,8 +251,13 @@ def apply_tune(settings: LoadtestSettings) -> tuple[LoadtestSettings, TunedLoad 
         max_batch=load.max_batch,
         max_wait_ms=load.max_wait_ms,
         model_path=settings.model_path or load.model_path,
-        # The engine threads tune measured with; the user's own inferencer_env still wins.
-        inferencer_env=(f"FRAMEBUS_INTRA_OP_THREADS={load.threads}", *settings.inferencer_env),
+        # The engine threads tune measured with and its staleness bound; the user's own
+        # inferencer_env still wins.
+        inferencer_env=(
+            f"FRAMEBUS_INTRA_OP_THREADS={load.threads}",
+            f"FRAMEBUS_MAX_FRAME_AGE_MS={load.max_frame_age_ms:g}",
+            *settings.inferencer_env,
+        ),
     )
     return tuned, load
 
@@ -264,6 +269,7 @@ def _goal(
         return None
     return {
         "load_fraction": settings.load_fraction,
+        "max_frame_age_ms": load.max_frame_age_ms,
         "capacity_fps": load.capacity_fps,
         "batch_p99_ms": load.batch_p99_ms,
         "p99_goal_ms": load.goal_p99_ms,
@@ -369,7 +375,8 @@ def format_report(result: LoadtestResult) -> str:
         g = result.goal
         lines.append(
             f"tuned load: {g['load_fraction']:.0%} of {g['capacity_fps']:.1f} frames/s, "
-            f"max_batch {result.settings['max_batch']}, max_wait_ms {result.settings['max_wait_ms']}; "
+            f"max_batch {result.settings['max_batch']}, max_wait_ms {result.settings['max_wait_ms']}, "
+            f"max_frame_age_ms {g['max_frame_age_ms']:g}; "
             f"p99 {g['p99_ms']:.0f} ms vs goal {g['p99_goal_ms']:.0f} ms "
             f"(max_wait_ms + 2 x batch p99 {g['batch_p99_ms']:.0f} ms): "
             + ("met" if g["met"] else "NOT met")

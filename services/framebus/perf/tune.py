@@ -310,6 +310,7 @@ def format_table(result: TuneResult) -> str:
     rows += [
         "",
         f"recommended: max_batch={rec.max_batch} max_wait_ms={rec.max_wait_ms:g} "
+        f"max_frame_age_ms={rec.max_frame_age_ms:g} "
         f"({'target fits' if rec.fits else 'target does NOT fit'}; replicas needed: "
         f"{rec.replicas_needed})",
     ]
@@ -340,6 +341,7 @@ def helm_snippet(result: TuneResult, target_fps: float = 0.0) -> str:
         f"  replicas: {max(1, replicas)}",
         f"  maxBatch: {rec.max_batch}",
         f"  maxWaitMs: {rec.max_wait_ms:g}",
+        f"  maxFrameAgeMs: {rec.max_frame_age_ms:g}",
     ]
     if threads:
         lines += [

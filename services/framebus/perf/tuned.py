@@ -1,8 +1,8 @@
 """From a `framebus tune` result to a load test that checks it: the load, the settings, the goal.
 
 Pure logic over the parsed `tune.json`: the load test runs the same model with the same engine
-threads at a fraction of the capacity tune measured, with the `max_batch` and `max_wait_ms` tune
-recommends for that load, and its p99 end-to-end latency is held to `max_wait_ms` plus twice the
+threads at a fraction of the capacity tune measured, with the `max_batch`, `max_wait_ms` and
+`max_frame_age_ms` tune recommends for that load, and its p99 end-to-end latency is held to `max_wait_ms` plus twice the
 p99 batch latency tune measured at that batch size.
 """
 
@@ -24,6 +24,7 @@ class TunedLoad:
     fps_per_camera: float
     max_batch: int
     max_wait_ms: float
+    max_frame_age_ms: float
     batch_p99_ms: float
     threads: int
     model_path: Path | None
@@ -62,6 +63,7 @@ def tuned_load(doc: dict[str, Any], cameras: int, load_fraction: float) -> Tuned
         fps_per_camera=round(fps, 3),
         max_batch=rec.max_batch,
         max_wait_ms=rec.max_wait_ms,
+        max_frame_age_ms=rec.max_frame_age_ms,
         batch_p99_ms=rec.p99_ms,
         threads=threads,
         model_path=Path(model) if model not in (None, "", "None") else None,

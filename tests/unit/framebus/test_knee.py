@@ -46,6 +46,19 @@ def test_recommend_when_knee_within_budgets_then_knee_and_wait_from_target() -> 
     assert rec.replicas_needed == 1
 
 
+def test_recommend_when_budget_given_then_frames_that_cannot_make_it_are_dropped_as_stale() -> None:
+    rec = recommend(GPU_LIKE, Budget(latency_budget_ms=80, cameras=16, fps_per_camera=25))
+    batch8_p99 = 8 / 420 * 1000 * 1.2  # 22.9 ms
+    # Older than budget - batch p99 when its batch forms: it cannot finish inside the budget.
+    assert rec.max_frame_age_ms == round(80 - batch8_p99)
+    assert any("max_frame_age_ms" in r for r in rec.reasons)
+
+
+def test_recommend_when_budget_barely_covers_compute_then_age_limit_never_below_max_wait() -> None:
+    rec = recommend(curve({1: 9.5}), Budget(latency_budget_ms=150))  # batch 1 p99 = 126 ms
+    assert rec.max_frame_age_ms == pytest.approx(rec.max_wait_ms, abs=0.5)
+
+
 def test_recommend_when_latency_budget_tight_then_smaller_batch() -> None:
     # compute budget 0.6 * 40 = 24 ms: batch 4 has p99 = 4 / 280 * 1.2 s = 17 ms, batch 8 = 23 ms, 16 = 43 ms.
     rec = recommend(GPU_LIKE, Budget(latency_budget_ms=30))

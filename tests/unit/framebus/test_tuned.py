@@ -38,6 +38,7 @@ def test_tuned_load_when_cpu_curve_flat_then_batch_one_at_80_percent_and_goal_fr
     # 40 % of 1000 ms, capped by the time 4 x 1.08 fps takes to bring one frame: 231.5 ms.
     assert load.max_wait_ms == pytest.approx(231.5, abs=0.1)
     assert load.goal_p99_ms == pytest.approx(231.5 + 2 * 209.0, abs=0.1)
+    assert load.max_frame_age_ms == 1000 - 209
     assert (load.threads, str(load.model_path)) == (1, "/models/yolov8n.onnx")
 
 
