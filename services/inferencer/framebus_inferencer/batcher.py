@@ -9,7 +9,7 @@ so tests run it against a fake clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -35,6 +35,27 @@ class Batch(Generic[T]):
     stale: tuple[Pending[T], ...]
     closed_ms: float
     reason: str  # full | deadline | backpressure | stale-only | flush
+
+
+def too_old(capture_ts_us: int, wall_us: int, max_frame_age_ms: float) -> bool:
+    """True when a frame captured at `capture_ts_us` is older than the limit (0 = no limit)."""
+    return max_frame_age_ms > 0 and (wall_us - capture_ts_us) / 1000.0 > max_frame_age_ms
+
+
+def drop_stale(batch: Batch[T], max_frame_age_ms: float, wall_us: int) -> Batch[T]:
+    """The batch with the frames that grew too old while it queued for the engine moved to stale.
+
+    A closed batch can wait behind the one being inferred; checking again right before inference
+    holds the age limit at the moment that decides the frame's latency.
+    """
+    old = {id(p) for p in batch.frames if too_old(p.capture_ts_us, wall_us, max_frame_age_ms)}
+    if not old:
+        return batch
+    return replace(
+        batch,
+        frames=tuple(p for p in batch.frames if id(p) not in old),
+        stale=batch.stale + tuple(p for p in batch.frames if id(p) in old),
+    )
 
 
 @dataclass
@@ -118,9 +139,7 @@ class DeadlineBatcher(Generic[T]):
 
     def is_stale(self, item: Pending[T], wall_us: int) -> bool:
         """True when the frame is older than `max_frame_age_ms` (capture time to `wall_us`)."""
-        if self.max_frame_age_ms <= 0:
-            return False
-        return (wall_us - item.capture_ts_us) / 1000.0 > self.max_frame_age_ms
+        return too_old(item.capture_ts_us, wall_us, self.max_frame_age_ms)
 
     def _select(self, wall_us: int) -> _Selection[T]:
         frames: list[Pending[T]] = []

@@ -30,7 +30,7 @@ from framebus.kafka.producer import Producer
 from framebus.messages import FrameStatus
 from framebus.telemetry.health import Health
 from framebus.telemetry.tracing import span_context_of, tracer
-from framebus_inferencer.batcher import Batch, DeadlineBatcher, Pending
+from framebus_inferencer.batcher import Batch, DeadlineBatcher, Pending, drop_stale
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.offsets import OffsetTracker
 from framebus_inferencer.postprocess import Decoder
@@ -457,6 +457,7 @@ class Pipeline:
         offsets = list(work.reject_offsets)
         batch = work.batch
         if batch is not None:
+            batch = drop_stale(batch, self.s.max_frame_age_ms, _wall_us())
             records += self._stale_records(batch)
             records += self._inferred_records(batch, work.span)
             offsets += _offsets_of(list(batch.frames) + list(batch.stale))
