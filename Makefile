@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_KAFKA_PORT ?= 29092
 PYTEST_ARGS ?=
 
-.PHONY: install demo test soak lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install test-deps demo test soak lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -16,16 +16,22 @@ $(BIN)/framebus: pyproject.toml
 
 install: $(BIN)/framebus
 
+## What the suite needs beyond Python: Java and Maven (Kafka), GStreamer's RTSP server (Debian
+## packages, installed when root, else the exact command is printed) and helm (built from Go).
+test-deps:
+	bash scripts/install-test-deps.sh
+
 ## The main job: local Kafka, topics, a generated video and model, both services, detections.
 demo: install
 	$(BIN)/framebus demo
 
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
-test: install lint test-kafka
+## Nothing is skipped: a test that cannot run its real part fails with the reason.
+test: install test-deps lint test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m "not soak" $(PYTEST_ARGS)
 
 ## The 10-minute soak (8 cameras at 5 fps; RSS and accounting), run by CI after `make test`.
-soak: install test-kafka
+soak: install test-deps test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m soak -rA $(PYTEST_ARGS)
 
 lint: install
@@ -36,7 +42,7 @@ lint: install
 unit: install
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-test-kafka: install
+test-kafka: install test-deps
 	FRAMEBUS_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/framebus kafka start
 
 kafka-start: install

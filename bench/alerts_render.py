@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from framebus.alerts.rules import Rule, RuleEngine
 from framebus.codec import DetectionsCodec
 from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
-from framebus.perf.tune import machine_info
-from framebus.render.draw import draw_detections, original_frame
+from framebus_tools.alerts.rules import Rule, RuleEngine
+from framebus_tools.perf.tune import machine_info
+from framebus_tools.render.draw import draw_detections, original_frame
 
 CAMERAS = 64
 BOXES = 10

@@ -27,13 +27,13 @@ from framebus.compression import compress, decompress
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Compression, TensorLayout
-from framebus.perf.tune import machine_info
 from framebus_decoder import service
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.settings import DecoderSettings, DecodeThreading
 from framebus_decoder.source import letterbox_frame
 from framebus_decoder.stats import DecoderStats
 from framebus_decoder.wire import FrameEncoder
+from framebus_tools.perf.tune import machine_info
 
 
 def write_textured_video(path: Path, frames: int) -> Path:

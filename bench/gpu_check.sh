@@ -14,13 +14,13 @@ out="${OUT_DIR:-gpu-check-output}"
 mkdir -p "$out"
 model="${1:-$out/yolov8n-like-640.onnx}"
 if [ ! -f "$model" ]; then
-  "$PY" -c "import onnx, sys; from framebus.testmodels import yolov8n_like_model; onnx.save(yolov8n_like_model(640), sys.argv[1])" "$model"
+  "$PY" -c "import onnx, sys; from framebus_tools.testmodels import yolov8n_like_model; onnx.save(yolov8n_like_model(640), sys.argv[1])" "$model"
 fi
 "$PY" -c "import onnxruntime as ort; print('onnxruntime', ort.__version__, ort.get_available_providers())"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for providers in tensorrt,cuda,cpu cuda,cpu; do
   echo "== providers: $providers"
-  "$PY" -m framebus.cli tune --model-path "$model" --providers "$providers" \
+  "$PY" -m framebus_tools.cli tune --model-path "$model" --providers "$providers" \
     --max-batch-limit 32 --seconds-per-batch 3 --latency-budget-ms 80 --memory-budget-mb 20000 \
     --cameras 16 --fps 25 --compare-layouts false --trt-cache-dir "$out/trt-cache" \
     --output-dir "$out/${providers%%,*}" || true  # exit 1 means "target does not fit": still print

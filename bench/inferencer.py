@@ -30,12 +30,12 @@ from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
-from framebus.perf.tune import machine_info
-from framebus.testmodels import conv_gflops, yolov8n_like_model
 from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_tools.perf.tune import machine_info
+from framebus_tools.testmodels import conv_gflops, yolov8n_like_model
 
 BATCHES = (1, 2, 4, 8, 16)
 SIZE = 640

@@ -24,9 +24,20 @@ import onnx
 import onnxruntime as ort
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.perf.loadtest import CameraPhases, LoadtestResult, LoadtestSettings, run_loadtest
-from framebus.perf.tune import TuneSettings, engine_factory, machine_info, run_tune, write_outputs
-from framebus.testmodels import conv_gflops, yolov8n_like_model
+from framebus_tools.perf.loadtest import (
+    CameraPhases,
+    LoadtestResult,
+    LoadtestSettings,
+    run_loadtest,
+)
+from framebus_tools.perf.tune import (
+    TuneSettings,
+    engine_factory,
+    machine_info,
+    run_tune,
+    write_outputs,
+)
+from framebus_tools.testmodels import conv_gflops, yolov8n_like_model
 
 
 def one_run(

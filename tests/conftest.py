@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
+from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
 
 @pytest.fixture(scope="session")

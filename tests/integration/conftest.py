@@ -14,7 +14,8 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import broker_reachable, ensure_topics, framebus_topics
-from framebus.localkafka import LocalKafka
+from framebus_tools.localkafka import LocalKafka
+from tests.integration.rtsp import rtsp_available
 
 TEST_KAFKA_PORT = int(os.environ.get("FRAMEBUS_TEST_KAFKA_PORT", "29092"))
 
@@ -47,3 +48,13 @@ def topics(kafka: KafkaSettings) -> TopicFactory:
         return names
 
     return make
+
+
+@pytest.fixture
+def rtsp_server_available() -> None:
+    """Fail (never skip) a test whose RTSP server cannot run: `make test` installs it."""
+    if not rtsp_available():
+        pytest.fail(
+            "needs GStreamer's RTSP server for the system Python: run "
+            "scripts/install-test-deps.sh as root (apt-get install $(cat scripts/system-packages.txt))"
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -32,11 +31,8 @@ def rtsp_available() -> bool:
     return probe.returncode == 0
 
 
-# In CI (.ci/run installs the packages) a missing RTSP server must fail the tests, not skip them.
-needs_rtsp = pytest.mark.skipif(
-    not rtsp_available() and not os.environ.get("CI"),
-    reason="needs GStreamer's RTSP server: apt-get install $(cat scripts/system-packages.txt)",
-)
+# The fixture (tests/integration/conftest.py) fails, never skips, when the server cannot run.
+needs_rtsp = pytest.mark.usefixtures("rtsp_server_available")
 
 
 def free_port() -> int:

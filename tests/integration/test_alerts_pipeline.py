@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from framebus.alerts import consumer as alerts_service
-from framebus.alerts.consumer import AlertsSettings
 from framebus.codec import AlertCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
+from framebus_tools.alerts import consumer as alerts_service
+from framebus_tools.alerts.consumer import AlertsSettings
+from framebus_tools.synthetic import MovingSquare, write_square_video
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

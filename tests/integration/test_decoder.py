@@ -18,10 +18,10 @@ import yaml
 from framebus.codec import FrameCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Frame
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus_decoder import service
 from framebus_decoder.settings import BackpressurePolicy, DecoderSettings
 from framebus_decoder.stats import CameraState, DecoderStats
+from framebus_tools.synthetic import MovingSquare, write_square_video
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.integration.rtsp import free_port

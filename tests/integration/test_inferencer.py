@@ -19,10 +19,10 @@ import pytest
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
-from framebus.testmodels import yolov8_model
 from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_tools.testmodels import yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 
@@ -144,7 +144,7 @@ def test_inferencer_when_frames_are_stale_then_dropped_as_stale_and_never_inferr
 
 def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "framebus.cli", "inferencer"],
+        [sys.executable, "-m", "framebus_tools.cli", "inferencer"],
         env={**os.environ, **env},
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

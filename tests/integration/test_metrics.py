@@ -20,15 +20,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus.telemetry.health import HealthServer
-from framebus.testmodels import yolov8_model
 from framebus_decoder import service as decoder_service
 from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.stats import DecoderStats
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
+from framebus_tools.synthetic import MovingSquare, write_square_video
+from framebus_tools.testmodels import yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

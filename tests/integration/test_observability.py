@@ -16,10 +16,10 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
-from framebus.localkafka import LocalKafka
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
+from framebus_tools.localkafka import LocalKafka
+from framebus_tools.synthetic import MovingSquare, write_square_video
 
 pytestmark = pytest.mark.integration
 

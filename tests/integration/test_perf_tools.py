@@ -12,9 +12,9 @@ import onnx
 import pytest
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.perf.loadtest import LoadtestSettings, format_report, run_loadtest
-from framebus.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
-from framebus.testmodels import yolov8n_like_model
+from framebus_tools.perf.loadtest import LoadtestSettings, format_report, run_loadtest
+from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
+from framebus_tools.testmodels import yolov8n_like_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def test_tune_cli_when_yolov8n_sized_model_on_cpu_then_table_json_plot_and_helm_
         [
             sys.executable,
             "-m",
-            "framebus.cli",
+            "framebus_tools.cli",
             "tune",
             "--model-path",
             str(yolov8n_640),

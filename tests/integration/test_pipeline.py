@@ -13,11 +13,11 @@ from framebus.codec import DetectionsCodec
 from framebus.kafka import deadletter
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
-from framebus.synthetic import MovingSquare
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
+from framebus_tools.synthetic import MovingSquare
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

@@ -11,15 +11,15 @@ import cv2
 import numpy as np
 import pytest
 
-from framebus.cli import main
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.render.draw import class_colour, line_thickness, sheet_cell_origin
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
+from framebus_tools.cli import main
+from framebus_tools.render.draw import class_colour, line_thickness, sheet_cell_origin
+from framebus_tools.synthetic import MovingSquare, write_square_video
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

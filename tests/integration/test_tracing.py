@@ -21,13 +21,13 @@ from opentelemetry.trace import SpanKind
 
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings
-from framebus.synthetic import MovingSquare, write_square_video
 from framebus.telemetry.tracing import span_context_of
-from framebus.testmodels import yolov8_model
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
+from framebus_tools.synthetic import MovingSquare, write_square_video
+from framebus_tools.testmodels import yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

@@ -9,9 +9,9 @@ import numpy as np
 import onnx
 import pytest
 
-from framebus.localkafka import LocalKafka
-from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
-from framebus.testmodels import yolov8_model
+from framebus_tools.localkafka import LocalKafka
+from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
+from framebus_tools.testmodels import yolov8_model
 from tests.integration.conftest import kafka, topics  # noqa: F401 - shared fixtures
 from tests.reliability.harness import SIZE
 

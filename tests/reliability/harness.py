@@ -47,7 +47,7 @@ class Service:
         self.log = log
         clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "framebus.cli", command],
+            [sys.executable, "-m", "framebus_tools.cli", command],
             env={**clean, **env},
             stdout=log.open("ab"),
             stderr=subprocess.STDOUT,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings, SecurityProtocol
-from framebus.localkafka import LocalKafka
 from framebus.settings import Secret
+from framebus_tools.localkafka import LocalKafka
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka import deadletter
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import TopicSpec, ensure_topics
-from framebus.testmodels import fixed_output_model
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_tools.testmodels import fixed_output_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.reliability.harness import SIZE, make_frame, produce, wait_for
@@ -126,7 +126,7 @@ def test_decoder_when_record_larger_than_topic_allows_then_counted_logged_and_it
 def _cli(command: str, env: dict[str, str]) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "framebus.cli", command],
+        [sys.executable, "-m", "framebus_tools.cli", command],
         env={**clean, "FRAMEBUS_BOOTSTRAP_SERVERS": "127.0.0.1:1", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,7 +13,6 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
-from framebus.localkafka import LocalKafka
 from framebus.messages import FrameStatus
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
@@ -21,6 +20,7 @@ from framebus_decoder.stats import DecoderStats
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_tools.localkafka import LocalKafka
 from tests.reliability.conftest import MODEL_INPUT, own_broker_fixture
 from tests.reliability.harness import detections_of, frames_of, wait_for
 

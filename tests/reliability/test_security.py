@@ -156,7 +156,7 @@ def test_settings_when_secret_file_unreadable_then_error_names_the_variable_not_
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "framebus.cli", "inferencer"],
+        [sys.executable, "-m", "framebus_tools.cli", "inferencer"],
         env={
             **clean,
             "FRAMEBUS_SECURITY_PROTOCOL": "sasl_ssl",

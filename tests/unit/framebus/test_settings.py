@@ -81,7 +81,7 @@ def test_kafka_settings_when_sasl_without_password_then_rejected() -> None:
 def test_configuration_doc_when_generated_then_matches_committed_file() -> None:
     from pathlib import Path
 
-    from framebus.configdoc import configuration_reference
+    from framebus_tools.configdoc import configuration_reference
 
     committed = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
     assert committed.read_text() == configuration_reference(), (

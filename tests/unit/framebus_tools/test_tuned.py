@@ -3,8 +3,8 @@ from dataclasses import asdict
 import pytest
 
 from framebus.errors import ConfigError
-from framebus.perf.knee import BatchPoint
-from framebus.perf.tuned import tuned_load
+from framebus_tools.perf.knee import BatchPoint
+from framebus_tools.perf.tuned import tuned_load
 
 
 def tune_doc(points: list[BatchPoint], budget_ms: float = 1000.0) -> dict[str, object]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from framebus.errors import ConfigError
-from framebus.perf.knee import BatchPoint, Budget, recommend
+from framebus_tools.perf.knee import BatchPoint, Budget, recommend
 
 
 @dataclass(frozen=True)

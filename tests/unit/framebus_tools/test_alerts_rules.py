@@ -2,7 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from framebus.alerts.rules import (
+from framebus.errors import ConfigError
+from framebus.messages import Box, Detections, FrameStatus, ZoneAnchor
+from framebus_tools.alerts.rules import (
     Rule,
     RuleEngine,
     anchor_point,
@@ -10,8 +12,6 @@ from framebus.alerts.rules import (
     parse_rules,
     point_in_polygon,
 )
-from framebus.errors import ConfigError
-from framebus.messages import Box, Detections, FrameStatus, ZoneAnchor
 
 SQUARE_ZONE = ((100.0, 100.0), (200.0, 100.0), (200.0, 200.0), (100.0, 200.0))
 # A concave "L": the notch (150..200, 150..200) is outside.

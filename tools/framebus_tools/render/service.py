@@ -29,8 +29,8 @@ from framebus.errors import CodecError, ConfigError, FramebusError
 from framebus.kafka.consumer import Consumer, MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Detections, Frame, FrameStatus
-from framebus.render.draw import Image, contact_sheet, draw_detections, original_frame
 from framebus.settings import check, setting
+from framebus_tools.render.draw import Image, contact_sheet, draw_detections, original_frame
 
 log = logging.getLogger(__name__)
 

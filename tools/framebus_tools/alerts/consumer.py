@@ -1,6 +1,6 @@
 """`framebus alerts`: read the detections topic in an own consumer group, publish and print alerts.
 
-The decisions live in `framebus.alerts.rules`; this module does the Kafka I/O, tracing and metrics.
+The decisions live in `framebus_tools.alerts.rules`; this module does the Kafka I/O, tracing and metrics.
 Each alert continues the trace of the frame that triggered it: the W3C `traceparent` of the
 detections record is the parent of the alert's span, whose context goes into the alert's headers.
 An offset is stored only after the alerts it produced are delivered. The streaks live in memory:
@@ -25,7 +25,6 @@ from typing import Any
 
 from opentelemetry import trace
 
-from framebus.alerts.rules import EngineStats, Rule, RuleEngine, load_rules
 from framebus.codec import AlertCodec, DetectionsCodec
 from framebus.errors import CodecError, ConfigError, DeliveryError
 from framebus.kafka.consumer import Consumer, MessageProto
@@ -36,6 +35,7 @@ from framebus.kafka.topics import DAY_MS, TopicSpec, ensure_topics
 from framebus.messages import Alert
 from framebus.settings import check, setting
 from framebus.telemetry import tracing
+from framebus_tools.alerts.rules import EngineStats, Rule, RuleEngine, load_rules
 
 log = logging.getLogger(__name__)
 

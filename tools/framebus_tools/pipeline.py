@@ -25,7 +25,7 @@ import yaml
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Detections
-from framebus.runstats import DecoderView
+from framebus_tools.runstats import DecoderView
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class PipelineProcesses:
     def _spawn(self, name: str) -> None:
         log = (self.log_dir / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "framebus.cli", name],
+            [sys.executable, "-m", "framebus_tools.cli", name],
             env=self._envs[name],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -19,9 +19,10 @@ from pathlib import Path
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
-from framebus.localkafka import LocalKafka
 from framebus.messages import Detections
-from framebus.pipeline import (
+from framebus.settings import check, setting
+from framebus_tools.localkafka import LocalKafka
+from framebus_tools.pipeline import (
     CameraSpec,
     DecoderScraper,
     PipelineProcesses,
@@ -30,9 +31,8 @@ from framebus.pipeline import (
     watch_detections,
     write_cameras_file,
 )
-from framebus.runstats import DecoderView, RunStats, percentile
-from framebus.settings import check, setting
-from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
+from framebus_tools.runstats import DecoderView, RunStats, percentile
+from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def run_demo(settings: DemoSettings) -> int:
 
 def _render_sheet(settings: DemoSettings, camera: str) -> Path | None:
     """A contact sheet of the first camera's last frames with their boxes drawn."""
-    from framebus.render.service import RenderSettings, render
+    from framebus_tools.render.service import RenderSettings, render
 
     path = settings.output_dir / f"{camera}.png"
     try:

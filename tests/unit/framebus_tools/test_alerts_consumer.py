@@ -7,12 +7,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from framebus.alerts.consumer import AlertProcessor, AlertsSettings, alert_json
-from framebus.alerts.rules import Rule
 from framebus.codec import AlertCodec, DetectionsCodec
 from framebus.errors import CodecError, ConfigError
 from framebus.messages import Box, Detections, FrameStatus
 from framebus.settings import load
+from framebus_tools.alerts.consumer import AlertProcessor, AlertsSettings, alert_json
+from framebus_tools.alerts.rules import Rule
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"

@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from framebus.errors import ConfigError
-from framebus.perf.knee import BatchPoint, Budget, Recommendation, recommend
 from framebus.settings import check, setting
+from framebus_tools.perf.knee import BatchPoint, Budget, Recommendation, recommend
 
 
 class BatchRunner(Protocol):

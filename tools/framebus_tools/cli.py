@@ -18,7 +18,7 @@ from framebus.logs import configure_logging
 
 
 def _kafka_command(args: argparse.Namespace) -> int:
-    from framebus.localkafka import LocalKafka
+    from framebus_tools.localkafka import LocalKafka
 
     broker = LocalKafka(port=args.port, home=Path(args.home) if args.home else LocalKafka().home)
     if args.action == "start":
@@ -89,13 +89,13 @@ def _inferencer_command(args: argparse.Namespace) -> int:
 
 
 def _demo_command(args: argparse.Namespace) -> int:
-    from framebus.demo import DemoSettings, run_demo
+    from framebus_tools.demo import DemoSettings, run_demo
 
     return run_demo(cfg.load(DemoSettings, os.environ, args))
 
 
 def _alerts_command(args: argparse.Namespace) -> int:
-    from framebus.alerts.consumer import AlertsSettings, run
+    from framebus_tools.alerts.consumer import AlertsSettings, run
 
     settings = cfg.load(AlertsSettings, os.environ, args)
     configure_logging(settings.log_level)
@@ -103,7 +103,7 @@ def _alerts_command(args: argparse.Namespace) -> int:
 
 
 def _render_command(args: argparse.Namespace) -> int:
-    from framebus.render.service import RenderSettings, run
+    from framebus_tools.render.service import RenderSettings, run
 
     configure_logging("warning", json_lines=False)
     return run(cfg.load(RenderSettings, os.environ, args))
@@ -112,7 +112,7 @@ def _render_command(args: argparse.Namespace) -> int:
 def _tune_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from framebus.perf.tune import (
+    from framebus_tools.perf.tune import (
         TuneSettings,
         batch_sizes,
         engine_factory,
@@ -139,7 +139,7 @@ def _tune_command(args: argparse.Namespace) -> int:
 
 
 def _loadtest_command(args: argparse.Namespace) -> int:
-    from framebus.perf.loadtest import LoadtestSettings, format_report, run_loadtest
+    from framebus_tools.perf.loadtest import LoadtestSettings, format_report, run_loadtest
 
     settings = cfg.load(LoadtestSettings, os.environ, args)
     configure_logging("warning", json_lines=False)
@@ -152,7 +152,7 @@ def _loadtest_command(args: argparse.Namespace) -> int:
 
 def _start_local_kafka_if_needed(kafka: KafkaSettings) -> None:
     from framebus.kafka.topics import broker_reachable
-    from framebus.localkafka import LocalKafka
+    from framebus_tools.localkafka import LocalKafka
 
     if not broker_reachable(kafka, 3.0):
         broker = LocalKafka(port=int(kafka.bootstrap_servers.rsplit(":", 1)[-1]))
@@ -161,7 +161,7 @@ def _start_local_kafka_if_needed(kafka: KafkaSettings) -> None:
 
 
 def _config_docs_command(args: argparse.Namespace) -> int:
-    from framebus.configdoc import configuration_reference
+    from framebus_tools.configdoc import configuration_reference
 
     sys.stdout.write(configuration_reference())
     return 0
@@ -169,11 +169,11 @@ def _config_docs_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line interface."""
-    from framebus.alerts.consumer import AlertsSettings
-    from framebus.demo import DemoSettings
-    from framebus.render.service import RenderSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
+    from framebus_tools.alerts.consumer import AlertsSettings
+    from framebus_tools.demo import DemoSettings
+    from framebus_tools.render.service import RenderSettings
 
     parser = argparse.ArgumentParser(prog="framebus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -235,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         cfg.add_arguments(p, settings_cls)
         p.set_defaults(func=func)
 
-    from framebus.perf.loadtest import LoadtestSettings
-    from framebus.perf.tune import TuneSettings
+    from framebus_tools.perf.loadtest import LoadtestSettings
+    from framebus_tools.perf.tune import TuneSettings
 
     tune = sub.add_parser("tune", help="measure batch sizes and recommend max_batch/max_wait_ms")
     cfg.add_arguments(tune, TuneSettings)

@@ -19,13 +19,13 @@ This file is generated: `framebus config-docs > docs/configuration.md` (a test c
 
 def configuration_reference() -> str:
     """The whole reference as Markdown."""
-    from framebus.alerts.consumer import AlertsSettings
-    from framebus.demo import DemoSettings
-    from framebus.perf.loadtest import LoadtestSettings
-    from framebus.perf.tune import TuneSettings
-    from framebus.render.service import RenderSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
+    from framebus_tools.alerts.consumer import AlertsSettings
+    from framebus_tools.demo import DemoSettings
+    from framebus_tools.perf.loadtest import LoadtestSettings
+    from framebus_tools.perf.tune import TuneSettings
+    from framebus_tools.render.service import RenderSettings
 
     service_only = {
         "decoder": DecoderSettings,

@@ -22,8 +22,9 @@ from framebus.errors import ConfigError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections
-from framebus.perf.tuned import TunedLoad, tuned_load
-from framebus.pipeline import (
+from framebus.settings import check, setting
+from framebus_tools.perf.tuned import TunedLoad, tuned_load
+from framebus_tools.pipeline import (
     CameraSpec,
     PipelineProcesses,
     detections_reader,
@@ -31,9 +32,8 @@ from framebus.pipeline import (
     watch_detections,
     write_cameras_file,
 )
-from framebus.runstats import RunStats, percentile
-from framebus.settings import check, setting
-from framebus.synthetic import MovingSquare, write_bright_square_model, write_square_video
+from framebus_tools.runstats import RunStats, percentile
+from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
 
 
 class CameraPhases(enum.Enum):

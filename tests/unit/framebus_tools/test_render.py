@@ -5,7 +5,7 @@ import pytest
 from framebus.compression import compress
 from framebus.letterbox import PAD_VALUE, Letterbox
 from framebus.messages import Box, Compression, Detections, Frame, FrameStatus, TensorLayout
-from framebus.render.draw import (
+from framebus_tools.render.draw import (
     class_colour,
     contact_sheet,
     draw_detections,

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install what the whole test suite needs, once; a second run only checks (`make test` calls it).
+#
+#  - Debian packages: Java and Maven (the local Kafka broker), and scripts/system-packages.txt
+#    (GStreamer's RTSP server for the RTSP tests). Installed when run as root; otherwise this
+#    stops with the exact command to run.
+#  - helm, built from its Go module by scripts/install-helm.sh (for tests/deploy).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+need=()
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
+while read -r pkg; do
+    [[ -z "${pkg}" || "${pkg}" == \#* ]] && continue
+    dpkg -s "${pkg}" >/dev/null 2>&1 || need+=("${pkg}")
+done < "${repo_root}/scripts/system-packages.txt"
+
+if [[ ${#need[@]} -gt 0 ]]; then
+    if [[ "$(id -u)" -ne 0 ]]; then
+        echo "install-test-deps.sh: missing Debian packages; run as root:" >&2
+        echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${need[*]}" >&2
+        exit 1
+    fi
+    echo "installing Debian packages: ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+
+bash "${repo_root}/scripts/install-helm.sh" >/dev/null

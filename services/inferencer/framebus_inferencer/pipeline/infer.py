@@ -1,0 +1,151 @@
+"""Stage 2, the infer thread: warm the engine up, drop stale frames, infer, build the records.
+
+Every frame of a batch leaves this stage as exactly one detections record: INFERRED,
+DROPPED_STALE (checked again right before inference) or FAILED (the engine raised).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from framebus.codec import DetectionsCodec
+from framebus.errors import ModelError
+from framebus.messages import FrameStatus
+from framebus_inferencer.batcher import Batch, Pending, drop_stale
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.pipeline.shared import Publication, Shared, Work, offsets_of, wall_us
+from framebus_inferencer.pipeline.tracing import BatchTracing
+from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.records import Outgoing, Received, boxes_of, detections
+from framebus_inferencer.settings import InferencerSettings
+from framebus_inferencer.stats import InferencerStats
+
+log = logging.getLogger(__package__)
+
+WARM_UP_ALLOWANCE_S = 900.0  # building TensorRT engines can take many minutes
+
+
+class Inference:
+    """Turns each closed batch into the records the publisher must deliver."""
+
+    def __init__(
+        self,
+        settings: InferencerSettings,
+        shared: Shared,
+        engine: Engine,
+        stats: InferencerStats,
+        tracing: BatchTracing,
+        clock_ms: Callable[[], float],
+    ) -> None:
+        self.s = settings
+        self.shared = shared
+        self.engine = engine
+        self.stats = stats
+        self.tracing = tracing
+        self.clock_ms = clock_ms
+        self.decoder = Decoder(
+            engine.info.head,
+            settings.confidence_threshold,
+            settings.iou_threshold,
+            settings.max_detections,
+        )
+        self.model = (engine.info.name, engine.info.version)
+        self.codec = DetectionsCodec()
+
+    def run(self) -> None:
+        """Warm up, then process batches until the receiver ends the queue."""
+        sh = self.shared
+        self.stats.provider = self.engine.provider
+        self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
+        sh.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
+        self.engine.warm_up()
+        self.stats.warmed_up = True
+        sh.warmed.set()
+        while True:
+            work = sh.get(sh.infer_q)
+            if work is None:
+                sh.put(sh.publish_q, None)
+                sh.health.retire("infer")
+                return
+            sh.put(sh.publish_q, self.process(work))
+
+    def process(self, work: Work) -> Publication:
+        """The records and offsets of one unit of work."""
+        records = list(work.rejects)
+        offsets = list(work.reject_offsets)
+        batch = work.batch
+        if batch is not None:
+            batch = drop_stale(batch, self.s.max_frame_age_ms, wall_us())
+            records += self._stale_records(batch)
+            records += self._inferred_records(batch, work.span)
+            offsets += offsets_of(list(batch.frames) + list(batch.stale))
+        return Publication(records, offsets, work.span)
+
+    def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
+        out = []
+        for p in batch.stale:
+            reason = f"older than max_frame_age_ms={self.s.max_frame_age_ms:g}"
+            det = detections(p.payload, FrameStatus.DROPPED_STALE, self.model, reason=reason)
+            self.stats.outcome(p.camera, "DROPPED_STALE", det.e2e_latency_ms, "stale")
+            out.append(self._record(p, det))
+        return out
+
+    def _inferred_records(
+        self, batch: Batch[Received], span: trace.Span | None = None
+    ) -> list[Outgoing]:
+        if not batch.frames:
+            return []
+        started = self.clock_ms()
+        try:
+            with self.tracing.child(span, "inference"):
+                outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
+            with self.tracing.child(span, "postprocess"):
+                raw = self.decoder.decode(outputs, len(batch.frames))
+        except ModelError as exc:
+            log.error("batch of %d frames failed: %s", len(batch.frames), exc)
+            self.stats.error(type(exc).__name__)
+            if span is not None:
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+            return self._failed_records(batch, str(exc))
+        inference_ms = self.clock_ms() - started
+        waits = [started - p.received_ms for p in batch.frames]
+        self.stats.batch(len(batch.frames), batch.reason, inference_ms, waits)
+        out = []
+        names = self.engine.info.class_names
+        for p, det, wait in zip(batch.frames, raw, waits, strict=True):
+            boxes = boxes_of(det, p.payload.frame, names)
+            rec = detections(
+                p.payload,
+                FrameStatus.INFERRED,
+                self.model,
+                boxes,
+                None,
+                wait,
+                inference_ms,
+                len(batch.frames),
+            )
+            self.stats.outcome(p.camera, "INFERRED", rec.e2e_latency_ms)
+            out.append(self._record(p, rec))
+        return out
+
+    def _failed_records(self, batch: Batch[Received], reason: str) -> list[Outgoing]:
+        out = []
+        for p in batch.frames:
+            det = detections(p.payload, FrameStatus.FAILED, self.model, reason=reason)
+            self.stats.outcome(p.camera, "FAILED", det.e2e_latency_ms, "failed")
+            out.append(self._record(p, det))
+        return out
+
+    def _record(self, p: Pending[Received], det: Any) -> Outgoing:
+        msg = p.payload.msg
+        return Outgoing(
+            self.s.topics.detections_topic,
+            self.codec.encode(det),
+            p.camera,
+            list(msg.headers() or []),
+        )

@@ -1,0 +1,86 @@
+"""The three-stage inferencer pipeline: receive -> infer -> publish, on three threads.
+
+Receiving and deserialising the next batch overlaps inference of the current one, and publishing
+(waiting for the broker's acknowledgements) of the previous one overlaps both, so the engine does
+not wait on Kafka while frames are queued. Bounded queues between the stages give backpressure.
+Offsets are stored (at-least-once) or sent in the transaction (exactly-once) only after the batch's
+records are delivered, at the lowest offset still in flight per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from framebus.kafka.consumer import Consumer
+from framebus.kafka.producer import Producer
+from framebus.telemetry.health import Health
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.pipeline.infer import Inference
+from framebus_inferencer.pipeline.publish import Publisher
+from framebus_inferencer.pipeline.receive import Receiver
+from framebus_inferencer.pipeline.shared import Shared
+from framebus_inferencer.pipeline.tracing import BatchTracing
+from framebus_inferencer.settings import DeliveryMode, InferencerSettings
+from framebus_inferencer.stats import InferencerStats
+
+log = logging.getLogger(__package__)
+
+
+class Pipeline:
+    """Runs the three stages until stopped, idle, or failed."""
+
+    def __init__(
+        self,
+        settings: InferencerSettings,
+        engine: Engine,
+        consumer: Consumer,
+        producer: Producer,
+        stats: InferencerStats,
+        clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
+        health: Health | None = None,
+    ) -> None:
+        self.stats = stats
+        self.shared = Shared(health or Health())
+        tracing = BatchTracing(settings.topics.frames_topic, settings.consumer_group)
+        self.receiver = Receiver(
+            settings, self.shared, consumer, stats, tracing, engine.info.frame_shape, clock_ms
+        )
+        self.inference = Inference(settings, self.shared, engine, stats, tracing, clock_ms)
+        self.publisher = Publisher(
+            self.shared,
+            producer,
+            stats,
+            tracing,
+            exactly_once=settings.delivery is DeliveryMode.EXACTLY_ONCE,
+        )
+
+    def run(self, outer_stop: threading.Event) -> None:
+        """Run all stages until `outer_stop`, idleness or a failure; raise the first failure."""
+        threads = [
+            threading.Thread(target=self._guard(self.receiver.run, outer_stop), name="fb-receive"),
+            threading.Thread(target=self._guard(self.inference.run), name="fb-infer"),
+            threading.Thread(target=self._guard(self.publisher.run), name="fb-publish"),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # The last batches' offsets, now that no thread uses the consumer.
+        self.receiver.store_offsets()
+        if self.shared.failures:
+            raise self.shared.failures[0]
+
+    def _guard(self, target: Callable[..., None], *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target(*args)
+            except BaseException as exc:  # reported: re-raised by run() on the caller's thread
+                log.exception("pipeline stage %s failed", threading.current_thread().name)
+                self.stats.error(type(exc).__name__)
+                self.shared.fail(exc)
+
+        return run
