@@ -127,6 +127,8 @@ class PipelineProcesses:
         self._envs = {"inferencer": {**base, **inferencer_env}, "decoder": {**base, **decoder_env}}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.decoder_metrics_url = ""
+        self.inferencer_ready_s: float | None = None  # spawn -> /readyz 200 (None: never)
+        self.decoder_started_us = 0  # wall clock when the decoder was spawned
 
     def start(self, ready_timeout_s: float = 90.0) -> PipelineProcesses:
         """Start the inferencer, wait until it is ready, then start the decoder.
@@ -138,12 +140,16 @@ class PipelineProcesses:
         )
         decoder_port = self._envs["decoder"].setdefault("FRAMEBUS_HTTP_PORT", str(_free_port()))
         self.decoder_metrics_url = f"http://127.0.0.1:{decoder_port}/metrics"
+        spawned = time.monotonic()
         self._spawn("inferencer")
-        deadline = time.monotonic() + ready_timeout_s
+        deadline = spawned + ready_timeout_s
         while not _answers_200(f"http://127.0.0.1:{inferencer_port}/readyz"):
             if self.procs["inferencer"].poll() is not None or time.monotonic() > deadline:
                 break  # the caller sees the exit code and the missing records
-            time.sleep(0.25)
+            time.sleep(0.05)
+        else:
+            self.inferencer_ready_s = time.monotonic() - spawned
+        self.decoder_started_us = time.time_ns() // 1000
         self._spawn("decoder")
         return self
 
@@ -259,7 +265,11 @@ def watch_detections(
     codec = DetectionsCodec()
     next_tick = time.monotonic() + tick_every_s
     while not until():
-        for msg in consumer.consume(256, 0.2):
+        # consume(n, t) holds what arrived until n records or t: wait for one, take the rest.
+        messages = consumer.consume(1, 0.2)
+        if messages:
+            messages += consumer.consume(255, 0)
+        for msg in messages:
             if msg.error() is None:
                 on_record(codec.decode(msg.value() or b""))
         if time.monotonic() >= next_tick:

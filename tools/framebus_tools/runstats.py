@@ -43,11 +43,18 @@ class RunStats:
         self._clock = clock
         self.cameras: dict[str, CameraStats] = defaultdict(CameraStats)
         self.started = clock()
+        self._first_capture_us: int | None = None
+
+    def first_capture_us(self) -> int | None:
+        """Capture time of the earliest frame seen (wall clock, µs), or None before any."""
+        return self._first_capture_us
 
     def add(self, det: Detections) -> None:
         """Account for one record."""
         cam = self.cameras[det.camera_id]
         now = self._clock()
+        if self._first_capture_us is None or det.capture_ts_us < self._first_capture_us:
+            self._first_capture_us = det.capture_ts_us
         cam.records += 1
         cam.statuses[det.status.value] += 1
         cam.arrivals.append(now)

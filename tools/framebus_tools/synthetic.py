@@ -16,6 +16,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper
 
+from framebus_tools.testmodels import to_float16, with_static_batch
+
 SQUARE_CLASS_NAMES = ("square", "other")
 BACKGROUND_LEVEL = 24
 SQUARE_LEVEL = 235
@@ -156,8 +158,19 @@ def bright_square_model(
     return model
 
 
-def write_bright_square_model(path: Path, input_size: int = 640) -> Path:
-    """Save `bright_square_model` to `path` and return it."""
+def write_bright_square_model(
+    path: Path, input_size: int = 640, *, static_batch: int | None = None, float16: bool = False
+) -> Path:
+    """Save `bright_square_model` to `path` and return it.
+
+    `static_batch` fixes the batch dimension (an export without `dynamic=True`); `float16` makes
+    the model compute in float16 with float16 input and output (an export with `half=True`).
+    """
+    model = bright_square_model(input_size)
+    if static_batch is not None:
+        model = with_static_batch(model, static_batch)
+    if float16:
+        model = to_float16(model)
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(bright_square_model(input_size), str(path))
+    onnx.save(model, str(path))
     return path

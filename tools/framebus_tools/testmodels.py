@@ -6,6 +6,8 @@ detections of a YOLOv5 (`[N, anchors, 5 + C]`), YOLOv8 (`[N, 4 + C, anchors]`) o
 (`[N, K, 6]`, or `num_dets/boxes/scores/classes`) head. `yolov8n_like_model` has YOLOv8n's layer
 structure, widths and op mix (Conv + SiLU, C2f split/concat blocks, SPPF max-pools, an FPN/PAN neck
 with Resize, a decoupled head) with random weights: about 8.7 GFLOPs at 640x640, for benchmarks.
+`with_static_batch` and `to_float16` turn any of them into a model as users often export it: with
+a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,53 @@ def _finish(graph: onnx.GraphProto, names: Sequence[str] | None) -> onnx.ModelPr
         )
     onnx.checker.check_model(model)
     return model
+
+
+def with_static_batch(model: onnx.ModelProto, batch: int = 1) -> onnx.ModelProto:
+    """A copy of `model` whose inputs and outputs have the fixed batch dimension `batch`.
+
+    ONNX Runtime then rejects any other batch size, as it does for a static-batch YOLO export.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for value in (*out.graph.input, *out.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].Clear()
+            dims[0].dim_value = batch
+    onnx.checker.check_model(out)
+    return out
+
+
+def _f16_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    if tensor.data_type != TensorProto.FLOAT:
+        return tensor
+    return numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name)
+
+
+def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` computing in float16: float16 input, outputs, weights and casts.
+
+    Like an export with `half=True`: every float32 initializer, Constant, Cast target and graph
+    input/output becomes float16 (enough for the graphs of this module and `synthetic`).
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    converted = [_f16_tensor(t) for t in graph.initializer]
+    del graph.initializer[:]
+    graph.initializer.extend(converted)
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
+                attr.i = TensorProto.FLOAT16
+            elif attr.type == onnx.AttributeProto.TENSOR:
+                attr.t.CopyFrom(_f16_tensor(attr.t))
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(out)
+    return out
 
 
 def fixed_output_model(
@@ -272,3 +321,36 @@ def conv_gflops(model: onnx.ModelProto) -> float:
         _, _, h, w = shapes[node.output[0]]
         macs += cout * h * w * cin_per_group * kh * kw
     return 2 * macs / 1e9
+
+
+def near_free_model(size: int = 640, classes: int = 80) -> onnx.ModelProto:
+    """A detector that costs almost nothing: reads one pixel, returns an all-zero YOLOv8 head.
+
+    Input `images` float32 [N, 3, size, size]; output0 [N, 4 + classes, anchors] of zeros, so
+    postprocessing finds no box. The output still depends on the input (one pixel times zero) and
+    on its batch dimension, so the whole input path is real. For capacity benchmarks: with the
+    engine near free, what is left is framebus's own cost (bench/capacity.py).
+    """
+    anchors = sum((size // s) ** 2 for s in (8, 16, 32))
+    inits = [
+        numpy_helper.from_array(np.zeros(4, np.int64), "nf_starts"),
+        numpy_helper.from_array(np.asarray([np.iinfo(np.int64).max, 1, 1, 1], np.int64), "nf_ends"),
+        numpy_helper.from_array(np.asarray(0.0, np.float32), "nf_zero"),
+        numpy_helper.from_array(np.asarray([-1, 1, 1], np.int64), "nf_bshape"),
+        numpy_helper.from_array(np.asarray([1, 4 + classes, anchors], np.int64), "nf_head"),
+    ]
+    nodes = [
+        helper.make_node("Slice", ["images", "nf_starts", "nf_ends"], ["pixel"]),  # [N, 1, 1, 1]
+        helper.make_node("Reshape", ["pixel", "nf_bshape"], ["pixel3"]),  # [N, 1, 1]
+        helper.make_node("Mul", ["pixel3", "nf_zero"], ["zeros"]),
+        # Expand broadcasts both ways: [N, 1, 1] x [1, 4 + C, anchors] -> [N, 4 + C, anchors].
+        helper.make_node("Expand", ["zeros", "nf_head"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "near_free",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["N", 4 + classes, anchors])],
+        initializer=inits,
+    )
+    return _finish(graph, [f"class{i}" for i in range(classes)])

@@ -103,6 +103,24 @@ class SingleObjectCodec:
         return record
 
 
+_HEAD_PREFIX_BYTES = 4096  # a frame's small fields; a longer head takes the full decode
+
+
+def _read_zigzag_long(stream: io.BytesIO) -> int:
+    """One Avro long (zigzag varint) from `stream`."""
+    shift = z = 0
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            raise EOFError("truncated varint")
+        z |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return (z >> 1) ^ -(z & 1)
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 64 bits")
+
+
 def _micros(value: Any) -> int:
     # fastavro turns timestamp-micros into datetime; keep plain integers on our side.
     if isinstance(value, int):
@@ -114,7 +132,12 @@ class FrameCodec:
     """Frame <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(load_schema("frame", schemas_dir))
+        schema = load_schema("frame", schemas_dir)
+        self._codec = SingleObjectCodec(schema)
+        fields = schema["fields"]
+        if fields[-1]["name"] != "tensor":
+            raise CodecError("frame.avsc: `tensor` must stay the last field (decode_view)")
+        self._head = fastavro.parse_schema({**schema, "name": "FrameHead", "fields": fields[:-1]})
 
     def encode(self, frame: Frame) -> bytes:
         """Serialize a frame."""
@@ -137,9 +160,40 @@ class FrameCodec:
             }
         )
 
+    def decode_view(self, data: bytes) -> Frame:
+        """Parse a frame whose `tensor` is a memoryview into `data`: the tensor is not copied.
+
+        `tensor` is the last field of the frame schema, so a record written with the current
+        schema is its small fields, the tensor's length (a zigzag varint) and the tensor bytes:
+        only the head is parsed (from a small prefix) and the rest is a view. Records of an older
+        writer schema, or any the fast path cannot vouch for, take the full `decode`.
+        """
+        if data[2:HEADER_BYTES] != self._codec.fingerprint or data[:2] != MAGIC:
+            return self.decode(data)
+        head_bytes = data[HEADER_BYTES : HEADER_BYTES + _HEAD_PREFIX_BYTES]
+        stream = io.BytesIO(head_bytes)
+        try:
+            r: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
+                stream, self._head, self._head
+            )
+            size = _read_zigzag_long(stream)
+        except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError):
+            return self.decode(data)  # a head longer than the prefix, or corrupt: full path
+        start = HEADER_BYTES + stream.tell()
+        if size < 0 or start + size != len(data):
+            raise CodecError(
+                f"corrupt {self._codec.name} body: tensor of {size} B declared, "
+                f"{len(data) - start} B follow the head"
+            )
+        return self._frame(r, memoryview(data)[start:])
+
     def decode(self, data: bytes) -> Frame:
         """Parse a frame."""
         r = self._codec.decode(data)
+        return self._frame(r, r["tensor"])
+
+    @staticmethod
+    def _frame(r: Mapping[str, Any], tensor: bytes | memoryview) -> Frame:
         return Frame(
             camera_id=r["camera_id"],
             seq=r["seq"],
@@ -154,7 +208,7 @@ class FrameCodec:
             pad_x=r["pad_x"],
             pad_y=r["pad_y"],
             compression=Compression[r["compression"]],
-            tensor=r["tensor"],
+            tensor=tensor,
         )
 
 

@@ -51,8 +51,11 @@ def compress(compression: Compression, data: bytes | bytearray | memoryview) -> 
     raise CodecError(f"unknown compression {compression!r}")
 
 
-def decompress(compression: Compression, data: bytes) -> bytes:
-    """Undo `compress`: the raw tensor bytes of a frame record; CodecError when corrupt."""
+def decompress(compression: Compression, data: bytes | memoryview) -> bytes | memoryview:
+    """Undo `compress`: the raw tensor bytes of a frame record; CodecError when corrupt.
+
+    NONE returns `data` itself (a view stays a view: no copy of the tensor).
+    """
     if compression is Compression.NONE:
         return data
     try:

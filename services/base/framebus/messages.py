@@ -43,7 +43,7 @@ class Frame:
     scale: float
     pad_x: int
     pad_y: int
-    tensor: bytes
+    tensor: bytes | memoryview  # a view into the record when read with decode_view
     compression: Compression = Compression.NONE
     dtype: str = "uint8"
     pts_s: float | None = None

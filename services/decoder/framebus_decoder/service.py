@@ -215,6 +215,15 @@ def run(
         HealthServer(settings.http_port, health, registry).start() if settings.http_port else None
     )
     setup_tracing("framebus-decoder", os.environ)
+    # Cameras start only once the producer can send: a frame captured earlier would wait behind
+    # the client's start-up (the producer id takes ~0.5 s, seconds on a fresh broker).
+    waited = time.monotonic()
+    if not producer.wait_ready(settings.open_timeout_s):
+        log.warning(
+            "Kafka producer not ready after %.0f s; starting cameras anyway",
+            settings.open_timeout_s,
+        )
+    log.info("producer ready", extra={"wait_s": round(time.monotonic() - waited, 3)})
     service.publisher.start()
     service.apply(cameras)
     watcher = CameraFileWatcher(settings.cameras_file) if settings.cameras_file else None

@@ -2,6 +2,11 @@
 
 Only uint8 NHWC frames cross to the device; input and output buffers are allocated once per batch
 bucket (powers of two up to `max_batch`) and per worker thread, and reused for every batch.
+
+A model exported with a static batch B (Ultralytics' default without `dynamic=True` is B = 1) has
+one bucket, B: a batch of n frames runs as ceil(n / B) calls of B frames (the last one padded),
+gathered into batch-shaped outputs. Rewriting the batch dimension instead is not safe: exports
+bake it into Reshape constants, so a rewritten model would fail or mix images mid-stream.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ import onnxruntime as ort
 
 from framebus.errors import ModelError
 from framebus_inferencer.graph import InputSpec, prepend_uint8_input
+from framebus_inferencer.model import ModelInfo, static_batch_note
 from framebus_inferencer.postprocess import class_names, detect_head
 from framebus_inferencer.providers import (
     GPU_PROVIDERS,
@@ -52,6 +58,7 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     google.protobuf.message.DecodeError,
     OSError,
 )
+WARM_UP_RUNS = 3
 _OOM_MARKERS = ("Available memory of", "Failed to allocate", "out of memory", "bfc_arena")
 
 _arena_lock = threading.Lock()
@@ -70,30 +77,12 @@ class InferenceError(ModelError):
     """ONNX Runtime failed to run a batch."""
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the inferencer needs to know about a model."""
+class InputSlot:
+    """One batch bucket's preallocated buffers and IO binding (used by one thread at a time).
 
-    name: str
-    version: str
-    input: InputSpec
-    output_names: tuple[str, ...]
-    class_names: tuple[str, ...]
-    head: HeadFormat
-
-    @property
-    def input_name(self) -> str:
-        """Name of the uint8 NHWC image input."""
-        return self.input.name
-
-    @property
-    def frame_shape(self) -> tuple[int, int, int]:
-        """(H, W, C) of one frame tensor."""
-        return (self.input.height, self.input.width, self.input.channels)
-
-
-class _Slot:
-    """One batch bucket's preallocated buffers and IO binding (owned by one thread)."""
+    `staging` is the bound input itself on the CPU (and its host side on a GPU): a frame
+    written there is a frame handed to the model.
+    """
 
     def __init__(self, engine: Engine, bucket: int) -> None:
         self.bucket = bucket
@@ -139,7 +128,9 @@ class Engine:
             )
         try:
             raw = model_path.read_bytes()
-            model, spec = prepend_uint8_input(onnx.load_from_string(raw))
+            model, spec = prepend_uint8_input(
+                onnx.load_from_string(raw), dequantize=not self._may_use_tensorrt()
+            )
             self.session = self._session(model, spec)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
@@ -147,9 +138,17 @@ class Engine:
         self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
         self._check_gpu()
         self.info = self._model_info(model_path, raw, spec, labels_path, head)
-        self.buckets = batch_buckets(self.options.max_batch)
+        static = self.info.static_batch
+        self.buckets = (static,) if static else batch_buckets(self.options.max_batch)
         self._local = threading.local()
         self.warmed_up = False
+        if static:
+            log.warning(static_batch_note(self.info, self.options.max_batch))
+
+    def _may_use_tensorrt(self) -> bool:
+        """True when TensorRT is asked for and this ONNX Runtime offers it."""
+        asked = any(p.ort_name == "TensorrtExecutionProvider" for p in self.options.providers)
+        return asked and "TensorrtExecutionProvider" in ort.get_available_providers()
 
     def _session(self, model: onnx.ModelProto, spec: InputSpec) -> ort.InferenceSession:
         opts = self.options
@@ -163,7 +162,9 @@ class Engine:
         for key, value in cpu_session_config(opts).items():
             so.add_session_config_entry(key, value)
         frame_dims = (spec.height, spec.width, spec.channels)
-        chain = provider_chain(opts, spec.name, frame_dims, ort.get_available_providers())
+        # A static batch is the only shape TensorRT may build its profile for.
+        chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
+        chain = provider_chain(chain_opts, spec.name, frame_dims, ort.get_available_providers())
         for name, provider_opts in chain:
             if name == "TensorrtExecutionProvider":
                 Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
@@ -216,22 +217,27 @@ class Engine:
             return self.options.gpu_mem_limit_bytes
         return self.options.cpu_arena_limit_bytes
 
-    def _slot(self, bucket: int) -> _Slot:
-        slots: dict[int, _Slot] | None = getattr(self._local, "slots", None)
+    def _slot(self, bucket: int) -> InputSlot:
+        slots: dict[int, InputSlot] | None = getattr(self._local, "slots", None)
         if slots is None:
             slots = self._local.slots = {}
         slot = slots.get(bucket)
         if slot is None:
-            slot = slots[bucket] = _Slot(self, bucket)
+            slot = slots[bucket] = InputSlot(self, bucket)
         return slot
 
     def warm_up(self) -> dict[int, float]:
-        """Run every bucket once on this thread (allocating its buffers); return ms per bucket."""
+        """Run every bucket a few times on this thread; return the last run's ms per bucket.
+
+        The first run allocates the bucket's buffers and arena; the next ones are still slower
+        than steady state on some providers, and would otherwise be paid by the first frames.
+        """
         timings: dict[int, float] = {}
         for bucket in self.buckets:
-            started = time.perf_counter()
-            self._run(self._slot(bucket), bucket)
-            timings[bucket] = (time.perf_counter() - started) * 1000
+            for _ in range(WARM_UP_RUNS):
+                started = time.perf_counter()
+                self._run(self._slot(bucket), bucket)
+                timings[bucket] = (time.perf_counter() - started) * 1000
         self.warmed_up = True
         log.info("warm-up done", extra={"provider": self.provider, "ms_per_bucket": timings})
         return timings
@@ -239,22 +245,89 @@ class Engine:
     def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
         """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.
 
-        The returned arrays are this thread's reused buffers: read them before the next call.
+        With a static batch B and more than B frames, the batch runs as calls of B frames whose
+        outputs are gathered into arrays of at least n rows. The returned arrays are this thread's
+        reused buffers: read them before the next call.
         """
         n = len(frames)
         if n == 0:
             raise ValueError("empty batch")
+        step = self.info.static_batch
+        if step is None or n <= step:
+            return self._infer_bucket(frames)
+        rows = -(-n // step) * step
+        gathered: list[npt.NDArray[Any]] = []
+        for start in range(0, n, step):
+            outputs = self._infer_bucket(frames[start : start + step])
+            gathered = self._gather(gathered, outputs, start, rows)
+        return gathered
+
+    def _gather(
+        self,
+        gathered: list[npt.NDArray[Any]],
+        outputs: list[npt.NDArray[Any]],
+        start: int,
+        rows: int,
+    ) -> list[npt.NDArray[Any]]:
+        """Copy one static-batch call's outputs into rows `start:` of this thread's buffers."""
+        if start == 0:
+            gathered = self._gather_buffers(outputs, rows)
+        for buf, out in zip(gathered, outputs, strict=True):
+            if buf.shape[1:] != out.shape[1:]:
+                raise InferenceError(
+                    f"the model's output changed shape between calls ({buf.shape[1:]} then "
+                    f"{out.shape[1:]}), so its static batch of {self.info.static_batch} cannot be "
+                    "looped over a larger batch: export with dynamic=True or set "
+                    f"FRAMEBUS_MAX_BATCH={self.info.static_batch}"
+                )
+            buf[start : start + out.shape[0]] = out
+        return gathered
+
+    def _gather_buffers(self, outputs: list[npt.NDArray[Any]], rows: int) -> list[npt.NDArray[Any]]:
+        bufs: list[npt.NDArray[Any]] | None = getattr(self._local, "gathered", None)
+        if bufs is None or any(
+            b.shape[0] < rows or b.shape[1:] != o.shape[1:] or b.dtype != o.dtype
+            for b, o in zip(bufs, outputs, strict=True)
+        ):
+            step = self.info.static_batch or 1
+            capacity = max(rows, -(-self.options.max_batch // step) * step)
+            bufs = self._local.gathered = [
+                np.empty((capacity, *o.shape[1:]), o.dtype) for o in outputs
+            ]
+        return bufs
+
+    def input_slot(self, n: int) -> InputSlot | None:
+        """A fresh bound input for a batch of `n` frames (None for a static-batch model).
+
+        The pipeline's receive thread writes each frame of a closed batch into one, so the
+        infer thread only runs the model (`infer_slot`); slots are reused, never freed.
+        """
+        if self.info.static_batch is not None:
+            return None
+        return InputSlot(self, bucket_for(n, self.buckets))
+
+    def infer_slot(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
+        """Infer the first `n` frames already written into `slot.staging` (the rest: padding).
+
+        The returned arrays are the slot's own output buffers: read them before reusing it.
+        """
+        return self._run(slot, n)
+
+    def _infer_bucket(
+        self, frames: Sequence[bytes | npt.NDArray[np.uint8]]
+    ) -> list[npt.NDArray[Any]]:
+        n = len(frames)
         bucket = bucket_for(n, self.buckets)
         slot = self._slot(bucket)
         frame_shape = self.info.frame_shape
         for i, frame in enumerate(frames):
-            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes) else frame
+            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes | memoryview) else frame
             slot.staging[i] = src.reshape(frame_shape)
         if n < bucket:
             slot.staging[n:] = 0  # padding frames; their outputs are ignored
         return self._run(slot, n)
 
-    def _run(self, slot: _Slot, n: int) -> list[npt.NDArray[Any]]:
+    def _run(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
         if self.device != "cpu":
             slot.input.update_inplace(slot.staging)
         try:

@@ -85,6 +85,19 @@ class StatsCollector:
         )
         provider.add_metric([s.provider or "none"], 1)
         yield provider
+        mode = GaugeMetricFamily(
+            "framebus_inferencer_engine_batch_mode",
+            "How a batch runs: batched (one call per batch) or loop (the model has a static "
+            "batch: one call per framebus_inferencer_model_static_batch frames)",
+            labels=["mode"],
+        )
+        mode.add_metric([s.batch_mode or "none"], 1)
+        yield mode
+        yield GaugeMetricFamily(
+            "framebus_inferencer_model_static_batch",
+            "The model's fixed batch size (0: dynamic batch)",
+            value=s.static_batch,
+        )
         yield GaugeMetricFamily(
             "framebus_inferencer_arena_limit_bytes",
             "Memory arena limit of the provider in use",

@@ -87,19 +87,33 @@ class Decoder:
     def decode(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> list[RawDetections]:
         """Detections of the first `n` images of a (possibly padded) batch."""
         if self.head is HeadFormat.YOLOV8:
-            return [self._candidates_v8(np.asarray(outputs[0][i], np.float32)) for i in range(n)]
+            return [self._candidates_v8(outputs[0][i]) for i in range(n)]
         if self.head is HeadFormat.YOLOV5:
-            return [self._candidates_v5(np.asarray(outputs[0][i], np.float32)) for i in range(n)]
+            return [self._candidates_v5(outputs[0][i]) for i in range(n)]
         if self.head is HeadFormat.END2END:
             return [self._end2end(outputs, i) for i in range(n)]
         raise ModelError("head format must be resolved before decoding")
 
-    def _candidates_v8(self, image: FloatArray) -> RawDetections:
-        pred = image.T  # (A, 4 + C)
-        return self._nms(pred[:, :4], pred[:, 4:])
+    # Both YOLO heads are filtered by score before anything else is computed: most of the 8400
+    # anchors of a frame score below the threshold, and a full argmax over all classes of all
+    # anchors (what a naive decode does) costs ~1 ms per 640x640 frame on one CPU core.
 
-    def _candidates_v5(self, pred: FloatArray) -> RawDetections:
-        return self._nms(pred[:, :4], pred[:, 5:] * pred[:, 4:5])
+    def _candidates_v8(self, image: npt.NDArray[np.generic]) -> RawDetections:
+        classes = image[4:]  # (C, A): each class a contiguous row, reduced row by row
+        best = classes.max(axis=0)
+        keep = np.flatnonzero(best >= self.conf_threshold)
+        if keep.size == 0:
+            return RawDetections.empty()
+        cand = np.asarray(image[:, keep], np.float32).T  # (K, 4 + C) of the candidates only
+        return self._nms(cand[:, :4], cand[:, 4:])
+
+    def _candidates_v5(self, pred: npt.NDArray[np.generic]) -> RawDetections:
+        # score = objectness x class probability <= objectness: filter on objectness first.
+        keep = np.flatnonzero(np.greater_equal(pred[:, 4], self.conf_threshold))
+        if keep.size == 0:
+            return RawDetections.empty()
+        cand = np.asarray(pred[keep], np.float32)
+        return self._nms(cand[:, :4], cand[:, 5:] * cand[:, 4:5])
 
     def _nms(self, cxcywh: FloatArray, class_scores: FloatArray) -> RawDetections:
         class_ids = class_scores.argmax(axis=1)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from framebus.kafka.consumer import MessageProto
 from framebus.kafka.deadletter import dead_letter_headers
@@ -17,11 +18,11 @@ from framebus_inferencer.postprocess import RawDetections, class_name
 
 @dataclass(frozen=True)
 class Received:
-    """A consumed frame message, decoded, with its raw tensor bytes."""
+    """A consumed frame message, decoded; `tensor` is a flat uint8 view into the record."""
 
     msg: MessageProto
     frame: Frame
-    tensor: bytes
+    tensor: npt.NDArray[np.uint8] | bytes
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ def dead_letter(msg: MessageProto, topic: str, reason: str, error_type: str) -> 
     )
 
 
-def check_tensor(frame: Frame, tensor: bytes, expected: tuple[int, int, int]) -> str | None:
+def check_tensor(
+    frame: Frame, tensor: npt.NDArray[np.uint8] | bytes, expected: tuple[int, int, int]
+) -> str | None:
     """Why a frame's tensor cannot be fed to the model, or None when it can."""
     if frame.dtype != "uint8":
         return f"frame dtype {frame.dtype} is not uint8"

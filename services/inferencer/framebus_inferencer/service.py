@@ -15,6 +15,7 @@ from framebus.telemetry.kafka_check import KafkaCheck
 from framebus.telemetry.tracing import setup_tracing
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.metrics import start_health_server
+from framebus_inferencer.model import check_input_size
 from framebus_inferencer.pipeline import Pipeline, RewindError
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
@@ -55,6 +56,8 @@ def build_engine(settings: InferencerSettings) -> Engine:
             "model": engine.info.name,
             "provider": engine.provider,
             "head": engine.info.head.value,
+            "input": engine.info.input.exported_shape,
+            "batch_mode": engine.info.batch_mode.value,
             "buckets": engine.buckets,
         },
     )
@@ -78,6 +81,10 @@ def run(
     stats.device_id = settings.device_id
     setup_tracing("framebus-inferencer", os.environ)
     engine = engine or build_engine(settings)
+    # Before consuming: frames of another size would each be dead-lettered, mid-stream.
+    check_input_size(engine.info, settings.input_width, settings.input_height)
+    stats.batch_mode = engine.info.batch_mode.value
+    stats.static_batch = engine.info.static_batch or 0
     health = Health()
     server = (
         start_health_server(settings.http_port, stats, health, KafkaCheck(settings.kafka))

@@ -62,6 +62,14 @@ class InferencerSettings:
         None, "Text file of class names, one a line; overrides the model's `names` metadata."
     )
     head_format: HeadFormat = setting(HeadFormat.AUTO, "Output layout of the model.")
+    input_width: int = setting(
+        0,
+        "Width the decoder letterboxes frames to (the decoder's setting of the same name); "
+        "start-up fails unless it is the model's input width (0 = the model's, unchecked).",
+    )
+    input_height: int = setting(
+        0, "Height the decoder letterboxes frames to; checked like input_width (0 = the model's)."
+    )
     consumer_group: str = setting("framebus-inferencer", "Kafka consumer group of the inferencers.")
     max_batch: int = setting(8, "A batch closes when it holds this many frames ...")
     max_wait_ms: float = setting(20.0, "... or this long after its first frame arrived, if sooner.")
@@ -121,6 +129,13 @@ class InferencerSettings:
 
     def __post_init__(self) -> None:
         check(1 <= self.max_batch <= 256, "max_batch", "must be between 1 and 256")
+        for name, value in (("input_width", self.input_width), ("input_height", self.input_height)):
+            check(value == 0 or 16 <= value <= 4096, name, "must be 0 or between 16 and 4096")
+        check(
+            (self.input_width == 0) == (self.input_height == 0),
+            "input_width",
+            "set it and FRAMEBUS_INPUT_HEIGHT together, or neither (0 = the model's size)",
+        )
         check(self.max_wait_ms >= 0, "max_wait_ms", "must be >= 0")
         check(self.max_frame_age_ms >= 0, "max_frame_age_ms", "must be >= 0 (0 = no limit)")
         check(

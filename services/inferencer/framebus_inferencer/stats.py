@@ -156,6 +156,8 @@ class InferencerStats:
 
     provider: str = ""
     arena_limit_bytes: int = 0
+    batch_mode: str = ""  # "batched", or "loop" for a static-batch model (see engine.BatchMode)
+    static_batch: int = 0  # the model's fixed batch size; 0 when its batch is dynamic
     warmed_up: bool = False
     connected: bool = False
     frames_received: int = 0

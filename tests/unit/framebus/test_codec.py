@@ -69,3 +69,26 @@ def test_codec_when_body_truncated_then_codec_error() -> None:
     data = FrameCodec().encode(sample_frame())
     with pytest.raises(CodecError, match="corrupt"):
         FrameCodec().decode(data[:40])
+
+
+def test_frame_codec_decode_view_when_current_schema_then_equal_and_tensor_is_a_view() -> None:
+    codec = FrameCodec()
+    data = codec.encode(sample_frame())
+    frame = codec.decode_view(data)
+    assert isinstance(frame.tensor, memoryview)
+    assert frame.tensor.obj is data  # a view into the record, not a copy
+    assert frame == codec.decode(data)  # memoryview == bytes compares the contents
+    assert frame.camera_id == sample_frame().camera_id
+    assert bytes(frame.tensor) == sample_frame().tensor
+
+
+def test_frame_codec_decode_view_when_tensor_length_disagrees_then_codec_error() -> None:
+    data = FrameCodec().encode(sample_frame())
+    with pytest.raises(CodecError, match="tensor of"):
+        FrameCodec().decode_view(data + b"\x00")
+
+
+def test_frame_codec_decode_view_when_head_is_truncated_then_codec_error() -> None:
+    data = FrameCodec().encode(sample_frame())
+    with pytest.raises(CodecError):
+        FrameCodec().decode_view(data[:20])

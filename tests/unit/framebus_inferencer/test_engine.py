@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from framebus_inferencer.engine import Engine, ProviderFallbackError
@@ -84,8 +85,33 @@ def test_graph_surgery_when_prepended_then_uint8_nhwc_input_scaled_to_unit_range
     (inp,) = model.graph.input
     assert inp.type.tensor_type.elem_type == onnx.TensorProto.UINT8
     assert [d.dim_value for d in inp.type.tensor_type.shape.dim][1:] == [16, 16, 3]
-    assert [n.op_type for n in model.graph.node[:3]] == ["Transpose", "Cast", "Mul"]
+    assert [n.op_type for n in model.graph.node[:2]] == ["Transpose", "DequantizeLinear"]
     assert (spec.height, spec.width, spec.channels) == (16, 16, 3)
+
+
+def test_graph_surgery_when_tensorrt_may_run_it_then_cast_and_mul_not_dequantize() -> None:
+    rows = np.zeros((7, 1), np.float32)
+    model, _ = prepend_uint8_input(yolov8_model(rows, input_size=16), dequantize=False)
+    assert [n.op_type for n in model.graph.node[:3]] == ["Transpose", "Cast", "Mul"]
+
+
+@pytest.mark.parametrize("dequantize", [True, False])
+def test_graph_surgery_when_either_form_then_same_floats_as_dividing_by_255(
+    dequantize: bool,
+) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    surgered, _ = prepend_uint8_input(model, dequantize=dequantize)
+    session = ort.InferenceSession(surgered.SerializeToString(), providers=["CPUExecutionProvider"])
+    frames = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3) * 2
+    (out,) = session.run(None, {"x": frames})
+    expected = frames.transpose(0, 3, 1, 2).astype(np.float32) * np.float32(1 / 255)
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_engine_when_bright_square_then_input_conversion_matches_float_model(

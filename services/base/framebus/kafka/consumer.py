@@ -48,6 +48,11 @@ class Consumer:
             "partition.assignment.strategy": "cooperative-sticky",
             "max.partition.fetch.bytes": MAX_RECORD_BYTES * 2,
             "fetch.max.bytes": MAX_RECORD_BYTES * 8,
+            # Latency first: the broker answers a fetch as soon as one byte is there. Raising
+            # fetch.min.bytes trades latency for fewer requests; fetch.wait.max.ms (500) only
+            # bounds an idle fetch, so lowering it buys nothing but idle requests
+            # (docs/benchmarks.md, bench/latency.py).
+            "fetch.min.bytes": 1,
             "isolation.level": "read_committed",
             **(overrides or {}),
         }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -14,6 +16,7 @@ from framebus.errors import KafkaError
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
+READY_STATS_INTERVAL_MS = 100
 
 Headers = Sequence[tuple[str, bytes]]
 DeliveryCallback = Callable[[Any, Any], None]
@@ -44,8 +47,37 @@ class Producer:
             "queue.buffering.max.kbytes": 256 * 1024,
             **(overrides or {}),
         }
+        # An idempotent producer sends nothing until the broker gave it a producer id (~0.5 s,
+        # longer on a fresh broker). librdkafka tells that only in its statistics.
+        self._ready = threading.Event()
+        if self._config.get("enable.idempotence") and "stats_cb" not in self._config:
+            self._config["statistics.interval.ms"] = READY_STATS_INTERVAL_MS
+            self._config["stats_cb"] = self._on_stats
+        else:
+            self._ready.set()
         self._factory = factory
         self._client: Any = None
+
+    def _on_stats(self, raw: str) -> None:
+        if self._ready.is_set():
+            return
+        eos = json.loads(raw).get("eos") or {}
+        if eos.get("idemp_state") == "Assigned" or eos.get("producer_id", -1) >= 0:
+            self._ready.set()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Connect and, when idempotent, wait for the producer id; True when ready in time.
+
+        Services call this before they capture their first frame or take their first batch, so
+        no record waits behind the client's start-up.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.client.poll(min(remaining, 0.02))  # serves the statistics callback
+        return True
 
     @property
     def client(self) -> Any:

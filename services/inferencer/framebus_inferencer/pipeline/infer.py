@@ -17,8 +17,9 @@ from framebus.codec import DetectionsCodec
 from framebus.errors import ModelError
 from framebus.messages import FrameStatus
 from framebus_inferencer.batcher import Batch, Pending, drop_stale
-from framebus_inferencer.engine import Engine
+from framebus_inferencer.engine import Engine, InputSlot
 from framebus_inferencer.pipeline.shared import Publication, Shared, Work, offsets_of, wall_us
+from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.records import Outgoing, Received, boxes_of, detections
@@ -41,6 +42,7 @@ class Inference:
         stats: InferencerStats,
         tracing: BatchTracing,
         clock_ms: Callable[[], float],
+        staging: StagingPool | None = None,
     ) -> None:
         self.s = settings
         self.shared = shared
@@ -48,6 +50,7 @@ class Inference:
         self.stats = stats
         self.tracing = tracing
         self.clock_ms = clock_ms
+        self.staging = staging
         self.decoder = Decoder(
             engine.info.head,
             settings.confidence_threshold,
@@ -79,11 +82,19 @@ class Inference:
         records = list(work.rejects)
         offsets = list(work.reject_offsets)
         batch = work.batch
-        if batch is not None:
-            batch = drop_stale(batch, self.s.max_frame_age_ms, wall_us())
-            records += self._stale_records(batch)
-            records += self._inferred_records(batch, work.span)
-            offsets += offsets_of(list(batch.frames) + list(batch.stale))
+        try:
+            if batch is not None:
+                staged = len(batch.frames)
+                batch = drop_stale(batch, self.s.max_frame_age_ms, wall_us())
+                # The staged input holds the frames as they were closed: usable unless one of
+                # them has been dropped as stale since.
+                slot = work.staged if len(batch.frames) == staged else None
+                records += self._stale_records(batch)
+                records += self._inferred_records(batch, work.span, slot)
+                offsets += offsets_of(list(batch.frames) + list(batch.stale))
+        finally:
+            if work.staged is not None and self.staging is not None:
+                self.staging.give_back(work.staged)  # its outputs are decoded by now
         return Publication(records, offsets, work.span)
 
     def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
@@ -96,14 +107,17 @@ class Inference:
         return out
 
     def _inferred_records(
-        self, batch: Batch[Received], span: trace.Span | None = None
+        self, batch: Batch[Received], span: trace.Span | None, slot: InputSlot | None
     ) -> list[Outgoing]:
         if not batch.frames:
             return []
         started = self.clock_ms()
         try:
             with self.tracing.child(span, "inference"):
-                outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
+                if slot is not None:
+                    outputs = self.engine.infer_slot(slot, len(batch.frames))
+                else:
+                    outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
             with self.tracing.child(span, "postprocess"):
                 raw = self.decoder.decode(outputs, len(batch.frames))
         except ModelError as exc:

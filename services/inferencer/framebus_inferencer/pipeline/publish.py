@@ -1,8 +1,11 @@
 """Stage 3, the publish thread: deliver each batch's records, then release its offsets.
 
-At-least-once: produce, wait for every acknowledgement, and only then leave the offsets for
-the receive thread to commit. Exactly-once: produce inside a transaction that also carries the
-consumed offsets. A failed publish raises, so its offsets are never committed.
+At-least-once: produce, wait for every acknowledgement, and only then hand the offsets to the
+receive thread, which commits them on its next turn. The publisher does not wait for that commit
+(which would cap it at one batch per receive turn); it only waits, if ever, for the receiver to
+have taken the previous batch's offsets, so at most one delivered batch waits for its commit and
+one is being committed: all a crash can repeat. Exactly-once: produce inside a transaction that
+also carries the consumed offsets. A failed publish raises, so its offsets are never committed.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
 
-COMMIT_HANDOFF_S = 2.0
 TXN_TIMEOUT_S = 30.0
+COMMIT_HANDOFF_S = 2.0
+PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyway
 
 
 class RewindError(KafkaError):
@@ -51,6 +55,9 @@ class Publisher:
         sh = self.shared
         if self.eos:
             self.producer.client.init_transactions(TXN_TIMEOUT_S)
+        elif not self.producer.wait_ready(PRODUCER_READY_S):
+            log.warning("Kafka producer not ready after %.0f s; going on", PRODUCER_READY_S)
+        sh.publisher_ready.set()
         while True:
             pub = sh.get(sh.publish_q)
             if pub is None:
@@ -88,16 +95,14 @@ class Publisher:
             pending = self.producer.flush(30.0)
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
-        with sh.committed:
-            sh.tracker.delivered(pub.offsets)
-            sh.offsets_to_store.update(sh.tracker.committable())
-            sh.tracker.committed()
-            # Hold the next batch until the receive thread has committed this one, so a crash
-            # repeats at most one batch per partition.
-            sh.committed.wait_for(
+        with sh.offsets_taken:
+            sh.offsets_taken.wait_for(
                 lambda: not sh.offsets_to_store or not sh.receiving or bool(sh.failures),
                 COMMIT_HANDOFF_S,
             )
+            sh.tracker.delivered(pub.offsets)
+            sh.offsets_to_store.update(sh.tracker.committable())
+            sh.tracker.committed()
 
     def _publish_transactional(self, pub: Publication) -> None:
         sh = self.shared

@@ -1,7 +1,9 @@
 """Stage 1, the receive thread: consume, decode, dead-letter bad records, close batches.
 
-It is the only thread that touches the consumer, so it also stores and commits the offsets
-the publish thread leaves in `Shared.offsets_to_store`, and reads the lag.
+It waits for the first record of a batch and then takes, without waiting, whatever else the
+client has already fetched: `consume(n, timeout)` alone would hold the first frame until `n`
+arrived or the timeout passed. The tensor is not copied out of the record (a view), so the only
+copy of a frame after the fetch is the engine's into its bound input buffer.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka
+import numpy as np
 
 from framebus.codec import FrameCodec
 from framebus.compression import decompress
@@ -27,6 +30,7 @@ from framebus_inferencer.pipeline.shared import (
     Work,
     wall_us,
 )
+from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.records import Outgoing, Received, check_tensor, dead_letter
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
@@ -51,6 +55,7 @@ class Receiver:
         tracing: BatchTracing,
         frame_shape: tuple[int, int, int],
         clock_ms: Callable[[], float],
+        staging: StagingPool | None = None,
     ) -> None:
         self.s = settings
         self.shared = shared
@@ -59,6 +64,7 @@ class Receiver:
         self.tracing = tracing
         self.frame_shape = frame_shape
         self.clock_ms = clock_ms
+        self.staging = staging
         self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
         self.batcher: DeadlineBatcher[Received] = DeadlineBatcher(
             settings.max_batch,
@@ -75,7 +81,8 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         sh = self.shared
-        sh.warmed.wait()
+        sh.warmed.wait()  # no partitions are taken (and no frame waits) before both are ready
+        sh.publisher_ready.wait()
         if sh.failures:
             return
         self.consumer.subscribe(
@@ -102,34 +109,34 @@ class Receiver:
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
                 break
         final = self.batcher.flush(self.clock_ms(), wall_us())
-        self.store_offsets()
-        with sh.committed:
+        self.store_offsets(wait=True)
+        with sh.offsets_taken:
             sh.receiving = False  # from now on run() stores the last offsets after the stages
-            sh.committed.notify_all()
+            sh.offsets_taken.notify_all()
         if final is not None and not sh.failures:
             self._submit(Work(final))
         sh.put(sh.infer_q, None)
         sh.health.retire("receive")
 
-    def store_offsets(self) -> None:
-        """Hand delivered offsets to the consumer (receive thread, or after all stages ended)."""
+    def store_offsets(self, wait: bool = False) -> None:
+        """Store and commit delivered offsets (receive thread, or after all stages ended).
+
+        In the loop the commit is asynchronous: the receive path does not wait a broker round
+        trip per batch. At the end and on a revocation it waits for the broker.
+        """
         sh = self.shared
-        with sh.tracker_lock:
+        with sh.offsets_taken:
             marks, sh.offsets_to_store = sh.offsets_to_store, {}
+            sh.offsets_taken.notify_all()
         if not marks:
             return
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.consumer.client.store_offsets(offsets=tps)
-            # Commit now, and wait for the broker, rather than at the next auto-commit (5 s later):
-            # after a crash only the one batch delivered since this commit is delivered again.
-            self.consumer.client.commit(offsets=tps, asynchronous=False)
+            self.consumer.client.commit(offsets=tps, asynchronous=not wait)
         except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
             log.warning("cannot store offsets %s: %s", marks, exc)
             self.stats.error("store_offsets")
-        finally:
-            with sh.committed:
-                sh.committed.notify_all()
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""
@@ -157,11 +164,14 @@ class Receiver:
         got = 0
         if not self.batcher.full:
             deadline = self.batcher.next_deadline_ms(wall_us())
-            timeout = BUSY_POLL_S if self.shared.in_flight else IDLE_POLL_S
+            busy = self.shared.in_flight or self.shared.offsets_to_store
+            timeout = BUSY_POLL_S if busy else IDLE_POLL_S
             if deadline is not None:
                 timeout = min(timeout, max(0.0, (deadline - self.clock_ms()) / 1000))
             room = self.batcher.capacity - len(self.batcher)
-            messages = self.consumer.consume(room, timeout)
+            messages = self.consumer.consume(1, timeout)  # returns on the first record
+            if messages and room > 1:
+                messages += self.consumer.consume(room - 1, 0)  # what is fetched already
             got = len(messages)
             self.stats.received(got)
             for msg in messages:
@@ -178,8 +188,8 @@ class Receiver:
             self.shared.tracker.received(tp, offset)
         decode_start = self.tracing.now_ns()
         try:
-            frame = self.frames.decode(msg.value() or b"")
-            tensor = decompress(frame.compression, frame.tensor)
+            frame = self.frames.decode_view(msg.value() or b"")
+            tensor = np.frombuffer(decompress(frame.compression, frame.tensor), np.uint8)
             problem = check_tensor(frame, tensor, self.frame_shape)
             if problem is not None:
                 raise CodecError(problem)
@@ -208,9 +218,11 @@ class Receiver:
         sh = self.shared
         if work.batch is not None and self.tracing.enabled:
             work.span = self.tracing.batch_span(work.batch)
+        if work.batch is not None and work.batch.frames and self.staging is not None:
+            work.staged = self.staging.stage([p.payload.tensor for p in work.batch.frames])
         with sh.idle:
             sh.in_flight += 1
-        # While the pipeline is full, keep committing: the publish thread waits for each commit.
+        # While the pipeline is full, keep committing what the publish thread delivers.
         if not sh.put(sh.infer_q, work, while_full=self.store_offsets):
             sh.batch_done()
 
@@ -222,7 +234,7 @@ class Receiver:
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
         # We are the receive thread, inside consume(): keep committing what the publish thread
-        # delivers meanwhile, since it waits for each commit before its next batch.
+        # delivers meanwhile.
         sh = self.shared
         deadline = time.monotonic() + REVOKE_DRAIN_S
         while time.monotonic() < deadline:
@@ -230,7 +242,7 @@ class Receiver:
             with sh.idle:
                 if sh.idle.wait_for(lambda: sh.in_flight == 0 or bool(sh.failures), 0.05):
                     break
-        self.store_offsets()
+        self.store_offsets(wait=True)
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with sh.tracker_lock:

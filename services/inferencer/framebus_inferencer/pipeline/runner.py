@@ -23,6 +23,7 @@ from framebus_inferencer.pipeline.infer import Inference
 from framebus_inferencer.pipeline.publish import Publisher
 from framebus_inferencer.pipeline.receive import Receiver
 from framebus_inferencer.pipeline.shared import Shared
+from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
@@ -46,10 +47,18 @@ class Pipeline:
         self.stats = stats
         self.shared = Shared(health or Health())
         tracing = BatchTracing(settings.topics.frames_topic, settings.consumer_group)
+        staging = StagingPool(engine)
         self.receiver = Receiver(
-            settings, self.shared, consumer, stats, tracing, engine.info.frame_shape, clock_ms
+            settings,
+            self.shared,
+            consumer,
+            stats,
+            tracing,
+            engine.info.frame_shape,
+            clock_ms,
+            staging,
         )
-        self.inference = Inference(settings, self.shared, engine, stats, tracing, clock_ms)
+        self.inference = Inference(settings, self.shared, engine, stats, tracing, clock_ms, staging)
         self.publisher = Publisher(
             self.shared,
             producer,
@@ -70,7 +79,7 @@ class Pipeline:
         for t in threads:
             t.join()
         # The last batches' offsets, now that no thread uses the consumer.
-        self.receiver.store_offsets()
+        self.receiver.store_offsets(wait=True)
         if self.shared.failures:
             raise self.shared.failures[0]
 

@@ -18,11 +18,12 @@ from opentelemetry import trace
 
 from framebus.telemetry.health import Health
 from framebus_inferencer.batcher import Batch, Pending
+from framebus_inferencer.engine import InputSlot
 from framebus_inferencer.offsets import OffsetTracker
 from framebus_inferencer.records import Outgoing, Received
 
-# Longest consume() wait while batches are in flight: the publish thread waits for the receive
-# thread (the only one allowed to touch the consumer) to commit each batch before the next.
+# Longest consume() wait while batches are in flight or offsets wait to be committed (the
+# receive thread commits between consume() calls); consume() returns at the first record anyway.
 BUSY_POLL_S = 0.01
 QUEUE_POLL_S = 0.05
 LOOP_ALLOWANCE_S = 60.0  # a stage that has not come round its loop for this long is stuck
@@ -37,6 +38,7 @@ class Work:
     rejects: list[Outgoing] = field(default_factory=list)
     reject_offsets: Offsets = field(default_factory=list)
     span: trace.Span | None = None  # the batch's process span, ended by the publisher
+    staged: InputSlot | None = None  # the batch's frames, already in a bound input
 
 
 @dataclass
@@ -65,18 +67,19 @@ class Shared:
         self.health = health
         self.stop = threading.Event()
         self.warmed = threading.Event()  # set by the infer thread once the engine is warm
+        self.publisher_ready = threading.Event()  # set once the producer can send
         self.failures: list[BaseException] = []
         self.infer_q: queue.Queue[Work | None] = queue.Queue(maxsize=1)
         self.publish_q: queue.Queue[Publication | None] = queue.Queue(maxsize=2)
 
         # Offsets: the tracker and the hand-off of delivered offsets, under `tracker_lock`.
-        # librdkafka's consumer is driven from the receive thread only: a store_offsets() from
-        # another thread waits on the handle while consume() runs, and with back-to-back consume
-        # calls it can wait indefinitely. The publish thread leaves offsets here instead.
+        # librdkafka's consumer is driven from the receive thread only: a commit() or
+        # store_offsets() from another thread, even an asynchronous one, waits while consume()
+        # runs. The publish thread leaves delivered offsets in `offsets_to_store` instead.
         self.tracker = OffsetTracker()
         self.tracker_lock = threading.Lock()
         self.offsets_to_store: dict[tuple[str, int], int] = {}
-        self.committed = threading.Condition(self.tracker_lock)  # notified after each commit
+        self.offsets_taken = threading.Condition(self.tracker_lock)  # the receiver took them
         self.receiving = True  # False once the receive thread has stopped committing
         self.group_metadata: Any = None  # exactly-once: the consumer's, for the transaction
 
@@ -89,6 +92,7 @@ class Shared:
         self.failures.append(exc)
         self.stop.set()
         self.warmed.set()
+        self.publisher_ready.set()
 
     def batch_done(self) -> None:
         """One batch submitted to the engine is delivered (or was never submitted)."""

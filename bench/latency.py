@@ -1,0 +1,454 @@
+"""Fixed-path latency: what a frame's trip costs beyond queue wait and inference, with live cameras.
+
+The real `framebus decoder` and `framebus inferencer` run as subprocesses on the real broker, with
+a near-free engine (`near_free_model`: 640x640 input, all-zero YOLOv8 head, no box), so inference
+is about nothing and what is left is framebus's own path. Each run:
+
+1. capacity: `--capacity-cameras` generated 640x360 H.264 cameras decoded as fast as possible
+   (not real time, looped) at `--fps` each, through both services; detections records per second
+   at the reader over `--capacity-seconds` after a warm-up. That is the pipeline's capacity.
+2. latency, once per variant (`--variants`): cameras played in real time (looped), as many as
+   give `--load-fraction` of that capacity at about `--fps` each, for `--seconds` after
+   `--warmup-s` seconds that are left out (records of frames captured before then).
+
+From each detections record: e2e (capture in the decoder -> record built in the inferencer),
+queue wait (frame received by the inferencer -> batch started), inference, and the fixed part =
+e2e - queue wait - inference: letterbox, wire encode, produce (linger, request), broker, fetch,
+record decode in the inferencer, postprocess. (The decoder stamps the capture time after decoding
+the frame, before letterboxing, so the video decode itself is not in it.) The publish hop is the
+reader's receive time minus the detections record's Kafka CreateTime (stamped by the inferencer's
+producer at produce()), so it holds the produce request, the broker, and this reader's fetch; "e2e
+to the reader" is receive time minus capture time. p50/p99 per run, medians over runs.
+
+Variants are `default` or `+`-joined knobs: `linger=N` (decoder producer linger.ms, through
+FRAMEBUS_PRODUCER_LINGER_MS), `fetch_wait=N` and `fetch_min=N` (the inferencer consumer's
+fetch.wait.max.ms / fetch.min.bytes) and `det_linger=N` (the inferencer producer's linger.ms). The
+services have no setting for the last three, so this benchmark sets them with a
+`sitecustomize.py` shim put on the inferencer's PYTHONPATH that adds them to every
+confluent_kafka client it creates: a measuring aid for candidate defaults, not a feature.
+
+    python bench/latency.py [--runs 3] [--seconds 20] [--bootstrap 127.0.0.1:29092]
+        [--variants default,linger=0,linger=1,fetch_wait=10,fetch_wait=100] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import onnx
+
+from framebus.codec import DetectionsCodec
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.messages import FrameStatus
+from framebus_tools.perf.tune import machine_info
+from framebus_tools.pipeline import CameraSpec, PipelineProcesses, write_cameras_file
+from framebus_tools.runstats import percentile
+from framebus_tools.synthetic import MovingSquare, write_square_video
+from framebus_tools.testmodels import near_free_model
+
+SIZE = 640
+VIDEO_W, VIDEO_H, VIDEO_FPS = 640, 360, 25
+METRICS = ("e2e", "queue_wait", "inference", "fixed", "publish_hop", "e2e_reader")
+GOAL_P50_MS, GOAL_P99_MS = 20.0, 50.0
+
+# Put on the inferencer's PYTHONPATH: adds the variant's librdkafka settings to every client.
+SHIM = """
+import json, os, sys
+
+_CONSUMER = json.loads(os.environ.get("FRAMEBUS_BENCH_CONSUMER_CONF") or "{}")
+_PRODUCER = json.loads(os.environ.get("FRAMEBUS_BENCH_PRODUCER_CONF") or "{}")
+if _CONSUMER or _PRODUCER:
+    import confluent_kafka
+
+    _BaseConsumer, _BaseProducer = confluent_kafka.Consumer, confluent_kafka.Producer
+
+    class _Consumer(_BaseConsumer):
+        def __init__(self, conf, *args, **kwargs):
+            super().__init__({**conf, **_CONSUMER}, *args, **kwargs)
+
+    class _Producer(_BaseProducer):
+        def __init__(self, conf, *args, **kwargs):
+            super().__init__({**conf, **_PRODUCER}, *args, **kwargs)
+
+    confluent_kafka.Consumer, confluent_kafka.Producer = _Consumer, _Producer
+    print(f"bench shim: consumer {_CONSUMER}, producer {_PRODUCER}", file=sys.stderr, flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One setting of the latency knobs."""
+
+    name: str
+    decoder_env: dict[str, str] = field(default_factory=dict)
+    consumer_conf: dict[str, Any] = field(default_factory=dict)
+    producer_conf: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_variant(text: str) -> Variant:
+    decoder: dict[str, str] = {}
+    consumer: dict[str, Any] = {}
+    producer: dict[str, Any] = {}
+    for part in text.split("+"):
+        if part == "default":
+            continue
+        key, _, value = part.partition("=")
+        if key == "linger":
+            decoder["FRAMEBUS_PRODUCER_LINGER_MS"] = str(int(value))
+        elif key == "fetch_wait":
+            consumer["fetch.wait.max.ms"] = int(value)
+        elif key == "fetch_min":
+            consumer["fetch.min.bytes"] = int(value)
+        elif key == "det_linger":
+            producer["linger.ms"] = int(value)
+        else:
+            raise SystemExit(f"unknown knob {part!r} in variant {text!r}")
+    return Variant(text, decoder, consumer, producer)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One detections record, in milliseconds."""
+
+    capture_ms: float
+    e2e: float
+    queue_wait: float
+    inference: float
+    fixed: float
+    publish_hop: float
+    e2e_reader: float
+
+
+class Workdir:
+    """Model, videos, shim and logs of one benchmark invocation."""
+
+    def __init__(self, root: Path, kafka: KafkaSettings, cameras: int) -> None:
+        self.root, self.kafka = root, kafka
+        self.model = root / "near-free-640.onnx"
+        onnx.save(near_free_model(SIZE), str(self.model))
+        self.shim = root / "shim"
+        self.shim.mkdir()
+        (self.shim / "sitecustomize.py").write_text(SHIM, encoding="utf-8")
+        videos = Path("bench-output")  # generated once, reused by later invocations
+        self.videos = []
+        for i in range(cameras):
+            path = videos / f"latency-cam-{i}-{VIDEO_W}x{VIDEO_H}.mp4"
+            if not path.exists():
+                scene = MovingSquare(VIDEO_W, VIDEO_H, VIDEO_H // 6, 250, VIDEO_FPS, i * 37)
+                write_square_video(path, scene)
+            self.videos.append(path)
+
+    def start(
+        self,
+        cameras: int,
+        fps: float,
+        realtime: bool,
+        variant: Variant,
+        inferencer_env: dict[str, str],
+    ) -> tuple[TopicSettings, PipelineProcesses]:
+        """Fresh topics and both services started (the inferencer ready before the decoder)."""
+        run = uuid.uuid4().hex[:8]
+        topics = TopicSettings(
+            f"latency-{run}.frames", f"latency-{run}.detections", f"latency-{run}.dlq"
+        )
+        partitions = min(cameras, 12)
+        ensure_topics(self.kafka, framebus_topics(topics, partitions, partitions))
+        specs = [
+            CameraSpec(f"cam-{i:03d}", str(self.videos[i]), fps, {"sample_phase": i / cameras})
+            for i in range(cameras)
+        ]
+        cameras_file = write_cameras_file(self.root / f"cameras-{run}.yaml", specs)
+        shim_env: dict[str, str] = {}
+        if variant.consumer_conf or variant.producer_conf:
+            shim_env = {
+                "PYTHONPATH": os.pathsep.join([str(self.shim), os.environ.get("PYTHONPATH", "")]),
+                "FRAMEBUS_BENCH_CONSUMER_CONF": json.dumps(variant.consumer_conf),
+                "FRAMEBUS_BENCH_PRODUCER_CONF": json.dumps(variant.producer_conf),
+            }
+        logs = self.root / f"logs-{run}"
+        logs.mkdir()
+        procs = PipelineProcesses(
+            self.kafka,
+            topics,
+            logs,
+            decoder_env={
+                "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
+                "FRAMEBUS_LOOP": "true",
+                "FRAMEBUS_REALTIME": str(realtime).lower(),
+                "FRAMEBUS_INPUT_WIDTH": str(SIZE),
+                "FRAMEBUS_INPUT_HEIGHT": str(SIZE),
+                **variant.decoder_env,
+            },
+            inferencer_env={"FRAMEBUS_MODEL_PATH": str(self.model), **inferencer_env, **shim_env},
+        )
+        return topics, procs.start()
+
+
+def reader(kafka: KafkaSettings, topic: str) -> Any:
+    """A plain consumer of every partition of a fresh topic from its start (no group join)."""
+    consumer = confluent_kafka.Consumer(
+        {
+            **kafka.client_config(),
+            "group.id": f"fb-latency-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    consumer.assign(
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in meta.partitions
+        ]
+    )
+    return consumer
+
+
+def read_for(
+    consumer: Any, procs: PipelineProcesses, seconds: float
+) -> tuple[list[Sample], list[float], dict[str, int]]:
+    """Detections records for `seconds`: samples, receive times (monotonic s), statuses."""
+    codec = DetectionsCodec()
+    samples: list[Sample] = []
+    received: list[float] = []
+    statuses: dict[str, int] = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not procs.exited():
+        # consume(n, t) waits for n records or t: take the first, then what is fetched already.
+        messages = consumer.consume(1, 0.05)
+        if messages:
+            messages += consumer.consume(255, 0)
+        now_ms, mono = time.time() * 1000, time.monotonic()
+        for msg in messages:
+            if msg.error() is not None:
+                continue
+            det = codec.decode(msg.value() or b"")
+            statuses[det.status.value] = statuses.get(det.status.value, 0) + 1
+            received.append(mono)
+            if det.status is not FrameStatus.INFERRED:
+                continue
+            capture_ms = det.capture_ts_us / 1000
+            samples.append(
+                Sample(
+                    capture_ms,
+                    det.e2e_latency_ms,
+                    det.queue_wait_ms,
+                    det.inference_ms,
+                    det.e2e_latency_ms - det.queue_wait_ms - det.inference_ms,
+                    now_ms
+                    - msg.timestamp()[1],  # CreateTime, ms, set at the inferencer's produce()
+                    now_ms - capture_ms,
+                )
+            )
+    return samples, received, statuses
+
+
+def capacity(work: Workdir, args: argparse.Namespace, inferencer_env: dict[str, str]) -> float:
+    """Detections records/s with the cameras decoded as fast as possible (not real time)."""
+    topics, procs = work.start(
+        args.capacity_cameras, args.fps, False, Variant("default"), inferencer_env
+    )
+    consumer = reader(work.kafka, topics.detections_topic)
+    try:
+        deadline = time.monotonic() + 60.0  # until the first record: start-up is not capacity
+        while time.monotonic() < deadline and not read_for(consumer, procs, 0.2)[1]:
+            if procs.exited():
+                break
+        read_for(consumer, procs, args.capacity_warmup_s)
+        _, received, _ = read_for(consumer, procs, args.capacity_seconds)
+    finally:
+        codes = procs.stop()
+        consumer.close()
+    if len(received) < 2:
+        raise SystemExit(
+            f"capacity run got {len(received)} records; exit codes {codes}, logs in {procs.log_dir}"
+        )
+    return len(received) / args.capacity_seconds
+
+
+def latency(
+    work: Workdir,
+    args: argparse.Namespace,
+    variant: Variant,
+    cameras: int,
+    fps: float,
+    inferencer_env: dict[str, str],
+) -> dict[str, Any]:
+    """p50/p99 of each measure for one variant at the given real-time load."""
+    topics, procs = work.start(cameras, fps, True, variant, inferencer_env)
+    consumer = reader(work.kafka, topics.detections_topic)
+    start_ms = procs.decoder_started_us / 1000
+    try:
+        samples, _, statuses = read_for(consumer, procs, args.warmup_s + args.seconds)
+    finally:
+        codes = procs.stop()
+        consumer.close()
+    steady = [s for s in samples if s.capture_ms >= start_ms + args.warmup_s * 1000]
+    if not steady:
+        raise SystemExit(
+            f"{variant.name}: no records after warm-up; exit codes {codes}, logs in {procs.log_dir}"
+        )
+    figures = {
+        m: {
+            "p50": percentile([getattr(s, m) for s in steady], 50),
+            "p99": percentile([getattr(s, m) for s in steady], 99),
+        }
+        for m in METRICS
+    }
+    return {"records": len(steady), "statuses": statuses, "ms": figures}
+
+
+def median_table(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    return {
+        m: {q: statistics.median(r["ms"][m][q] for r in results) for q in ("p50", "p99")}
+        for m in METRICS
+    }
+
+
+def verdict(fixed: dict[str, float]) -> str:
+    ok50, ok99 = fixed["p50"] <= GOAL_P50_MS, fixed["p99"] <= GOAL_P99_MS
+    return (
+        f"fixed p50 {fixed['p50']:.1f} ms vs <= {GOAL_P50_MS:g}: {'met' if ok50 else 'MISSED'}; "
+        f"p99 {fixed['p99']:.1f} ms vs <= {GOAL_P99_MS:g}: {'met' if ok99 else 'MISSED'}"
+    )
+
+
+def print_table(
+    per_variant: dict[str, list[dict[str, Any]]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    header = "".join(f" {m + ' p50':>16} {m + ' p99':>16}" for m in METRICS)
+    print(f"{'variant':<28}{header}")
+    medians = {}
+    for name, results in per_variant.items():
+        med = median_table(results)
+        medians[name] = med
+        cells = "".join(f" {med[m]['p50']:>16.1f} {med[m]['p99']:>16.1f}" for m in METRICS)
+        print(f"{name:<28}{cells}")
+    return medians
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs (median over them)")
+    parser.add_argument(
+        "--seconds", type=float, default=20.0, help="measured seconds per variant and run"
+    )
+    parser.add_argument(
+        "--warmup-s", type=float, default=5.0, help="seconds after the decoder starts left out"
+    )
+    parser.add_argument(
+        "--fps", type=float, default=5.0, help="frames per second sampled per camera"
+    )
+    parser.add_argument(
+        "--load-fraction", type=float, default=0.5, help="real-time load as a fraction of capacity"
+    )
+    parser.add_argument("--capacity-cameras", type=int, default=4)
+    parser.add_argument("--capacity-seconds", type=float, default=8.0)
+    parser.add_argument("--capacity-warmup-s", type=float, default=3.0)
+    parser.add_argument(
+        "--max-cameras", type=int, default=12, help="most real-time cameras (videos generated)"
+    )
+    parser.add_argument(
+        "--max-batch", type=int, default=None, help="inferencer max_batch (default: its own)"
+    )
+    parser.add_argument(
+        "--max-wait-ms", type=float, default=None, help="inferencer max_wait_ms (default: its own)"
+    )
+    parser.add_argument(
+        "--variants",
+        default="default,linger=0,linger=1,fetch_wait=10,fetch_wait=100",
+        help="comma-separated: default or +-joined knobs linger=, fetch_wait=, fetch_min=, det_linger=",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    variants = [parse_variant(v) for v in args.variants.split(",")]
+    kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
+    inferencer_env = {}
+    if args.max_batch is not None:
+        inferencer_env["FRAMEBUS_MAX_BATCH"] = str(args.max_batch)
+    if args.max_wait_ms is not None:
+        inferencer_env["FRAMEBUS_MAX_WAIT_MS"] = f"{args.max_wait_ms:g}"
+
+    machine = machine_info("CPUExecutionProvider")
+    kafka_version = confluent_kafka.version()  # a str in this release, a (str, int) in others
+    kafka_version = kafka_version if isinstance(kafka_version, str) else kafka_version[0]
+    machine["confluent_kafka"] = kafka_version
+    machine["librdkafka"] = confluent_kafka.libversion()[0]
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    print(
+        f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}; python {machine['python']}; "
+        f"onnxruntime {machine['onnxruntime']} (CPUExecutionProvider); confluent-kafka "
+        f"{kafka_version}, librdkafka {confluent_kafka.libversion()[0]}"
+    )
+    print(
+        f"model: near_free_model ({SIZE}x{SIZE}, YOLOv8 head, no detections); cameras: generated "
+        f"{VIDEO_W}x{VIDEO_H} H.264 {VIDEO_FPS} fps, looped; inferencer "
+        f"max_batch {args.max_batch or 'default'}, max_wait_ms {args.max_wait_ms or 'default'}; "
+        f"{args.runs} runs x {args.seconds:g} s per variant after {args.warmup_s:g} s warm-up (left out)",
+        flush=True,
+    )
+    per_variant: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Workdir(Path(tmp), kafka, max(args.capacity_cameras, args.max_cameras))
+        for r in range(args.runs):
+            cap = capacity(work, args, inferencer_env)
+            target = cap * args.load_fraction
+            cameras = max(1, min(args.max_cameras, round(target / args.fps)))
+            fps = min(VIDEO_FPS, target / cameras)
+            print(
+                f"run {r + 1}: capacity {cap:.1f} frames/s ({args.capacity_cameras} cameras at "
+                f"{args.fps:g} fps, not real time); load {cameras} cameras x {fps:.2f} fps = "
+                f"{cameras * fps:.1f} frames/s ({cameras * fps / cap:.0%} of capacity)",
+                flush=True,
+            )
+            run: dict[str, Any] = {
+                "capacity_fps": cap,
+                "cameras": cameras,
+                "fps": fps,
+                "variants": {},
+            }
+            # Each run starts one variant later, so a slow stretch of a shared machine does not
+            # always land on the same variant.
+            for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
+                res = latency(work, args, v, cameras, fps, inferencer_env)
+                per_variant[v.name].append(res)
+                run["variants"][v.name] = res
+                ms = res["ms"]
+                print(
+                    f"  {v.name:<26} records {res['records']:5d}  "
+                    + "  ".join(f"{m} {ms[m]['p50']:.1f}/{ms[m]['p99']:.1f}" for m in METRICS)
+                    + f"  {res['statuses']}",
+                    flush=True,
+                )
+            runs.append(run)
+    print(f"medians of {args.runs} runs, ms (p50 / p99 of each run, then the median):")
+    medians = print_table(per_variant)
+    for name, med in medians.items():
+        print(f"{name}: {verdict(med['fixed'])}")
+    if args.json is not None:
+        doc = {"command": sys.argv, "machine": machine, "runs": runs, "medians": medians}
+        args.json.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Bound input buffers cycled between the receive and infer threads.
+
+When a batch closes, the receive thread writes its frames straight into a free bucket-sized
+input slot of the engine (the IO-bound input itself on the CPU), so the infer thread only runs
+the model. Three slots per bucket cover the pipeline's depth: one being filled, one queued, one
+being inferred. With none free (or a static-batch model) the infer thread copies, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from framebus_inferencer.engine import Engine, InputSlot
+from framebus_inferencer.providers import bucket_for
+
+SLOTS_PER_BUCKET = 3
+
+
+class StagingPool:
+    """Input slots per bucket, made on first need, reused for the life of the pipeline."""
+
+    def __init__(self, engine: Engine, per_bucket: int = SLOTS_PER_BUCKET) -> None:
+        self.engine = engine
+        self.per_bucket = per_bucket
+        self._free: dict[int, list[InputSlot]] = {}
+        self._made: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def stage(self, frames: Sequence[npt.NDArray[np.uint8] | bytes]) -> InputSlot | None:
+        """A slot holding `frames` (padding rows zeroed), or None when none is free."""
+        slot = self._take(len(frames))
+        if slot is None:
+            return None
+        shape = self.engine.info.frame_shape
+        for i, frame in enumerate(frames):
+            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes) else frame
+            slot.staging[i] = src.reshape(shape)
+        if len(frames) < slot.bucket:
+            slot.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
+        return slot
+
+    def give_back(self, slot: InputSlot) -> None:
+        """The infer thread is done with `slot` (its outputs are read)."""
+        with self._lock:
+            self._free.setdefault(slot.bucket, []).append(slot)
+
+    def _take(self, n: int) -> InputSlot | None:
+        if self.engine.info.static_batch is not None:
+            return None
+        bucket = bucket_for(n, self.engine.buckets)
+        with self._lock:
+            free = self._free.get(bucket)
+            if free:
+                return free.pop()
+            if self._made.get(bucket, 0) >= self.per_bucket:
+                return None
+            self._made[bucket] = self._made.get(bucket, 0) + 1
+        return self.engine.input_slot(n)

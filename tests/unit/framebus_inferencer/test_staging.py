@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import numpy as np
+
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.pipeline.staging import StagingPool
+from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.providers import EngineOptions
+
+
+def _frames(n: int) -> list[np.ndarray]:
+    out = []
+    for i in range(n):
+        frame = np.full((640, 640, 3), 24, np.uint8)
+        frame[100 + 10 * i : 200 + 10 * i, 300:380] = 235
+        out.append(frame.reshape(-1))  # flat, as the receive thread holds them
+    return out
+
+
+def test_staging_pool_when_frames_staged_then_same_detections_as_copying_path(
+    square_model: Path,
+) -> None:
+    engine = Engine(square_model, EngineOptions(max_batch=4))
+    engine.warm_up()
+    pool = StagingPool(engine)
+    frames = _frames(3)
+    slot = pool.stage(frames)
+    assert slot is not None and slot.bucket == 4
+    staged = Decoder(engine.info.head).decode(engine.infer_slot(slot, 3), 3)
+    copied = Decoder(engine.info.head).decode(engine.infer(frames), 3)
+    for a, b in zip(staged, copied, strict=True):
+        np.testing.assert_allclose(a.boxes, b.boxes)
+    assert [d.boxes.tolist() for d in staged][2] == [[300.0, 120.0, 380.0, 220.0]]
+
+
+def test_staging_pool_when_all_slots_of_a_bucket_taken_then_none_until_given_back(
+    square_model: Path,
+) -> None:
+    engine = Engine(square_model, EngineOptions(max_batch=2))
+    pool = StagingPool(engine, per_bucket=2)
+    frames = _frames(2)
+    first, second = pool.stage(frames), pool.stage(frames)
+    assert first is not None and second is not None
+    assert pool.stage(frames) is None  # the infer thread copies this batch itself
+    pool.give_back(first)
+    assert pool.stage(frames) is first
