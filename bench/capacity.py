@@ -258,6 +258,9 @@ def inferencer_env(
         "FRAMEBUS_MAX_FRAME_AGE_MS": "600000",
         "FRAMEBUS_STOP_AFTER_IDLE_S": "3",
         "FRAMEBUS_PROVIDERS": "cpu",
+        # As with a GPU provider (what `auto` does there): the engine's CPU threads do not spin
+        # between runs, so the cores stay with Kafka and the pipeline's other stages.
+        "FRAMEBUS_INTRA_OP_SPINNING": "off",
         "FRAMEBUS_LOG_LEVEL": "warning",
     }
 

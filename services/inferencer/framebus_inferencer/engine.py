@@ -159,7 +159,7 @@ class Engine:
         arena = cpu_arena_config(opts)
         if arena is not None:
             register_cpu_arena(arena)
-        for key, value in cpu_session_config(opts).items():
+        for key, value in cpu_session_config(opts, ort.get_available_providers()).items():
             so.add_session_config_entry(key, value)
         frame_dims = (spec.height, spec.width, spec.channels)
         # A static batch is the only shape TensorRT may build its profile for.

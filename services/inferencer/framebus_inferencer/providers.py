@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider
+from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider, Spinning
 
 GPU_PROVIDERS = frozenset({Provider.TENSORRT.ort_name, Provider.CUDA.ort_name})
 
@@ -26,6 +26,7 @@ class EngineOptions:
     cudnn_conv_algo_search: CudnnConvAlgoSearch = CudnnConvAlgoSearch.HEURISTIC
     cpu_arena_limit_bytes: int = 0
     intra_op_threads: int = 0
+    intra_op_spinning: Spinning = Spinning.AUTO
     require_gpu: bool = False
 
 
@@ -108,9 +109,22 @@ def cpu_arena_config(opts: EngineOptions) -> dict[str, int] | None:
     }
 
 
-def cpu_session_config(opts: EngineOptions) -> dict[str, str]:
-    """Session config entries: use the process-wide (capped) CPU arena when a limit is set."""
-    return {"session.use_env_allocators": "1"} if opts.cpu_arena_limit_bytes else {}
+def cpu_session_config(opts: EngineOptions, available: Sequence[str] = ()) -> dict[str, str]:
+    """Session config entries: spinning, and the process-wide (capped) CPU arena if set.
+
+    ONNX Runtime's intra-op threads spin after each run by default, waiting for the next one.
+    That is 10-20 % faster for a model that runs on the CPU alone, but when a GPU does the work
+    the spinning threads only starve the receive and publish threads, librdkafka and often the
+    broker of the cores they share (docs/benchmarks.md, bench/capacity.py).
+    """
+    spinning = opts.intra_op_spinning
+    if spinning is Spinning.AUTO:
+        gpu = any(p.ort_name in available for p in opts.providers if p is not Provider.CPU)
+        spinning = Spinning.OFF if gpu else Spinning.ON
+    config = {"session.intra_op.allow_spinning": "1" if spinning is Spinning.ON else "0"}
+    if opts.cpu_arena_limit_bytes:
+        config["session.use_env_allocators"] = "1"
+    return config
 
 
 def provider_chain(

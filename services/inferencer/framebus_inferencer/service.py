@@ -39,6 +39,7 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
         cudnn_conv_algo_search=settings.cudnn_conv_algo_search,
         cpu_arena_limit_bytes=settings.cpu_arena_limit_bytes,
         intra_op_threads=settings.intra_op_threads,
+        intra_op_spinning=settings.intra_op_spinning,
         require_gpu=settings.require_gpu,
     )
 

@@ -34,6 +34,14 @@ class DeliveryMode(enum.Enum):
     EXACTLY_ONCE = "exactly_once"
 
 
+class Spinning(enum.Enum):
+    """Whether ONNX Runtime's CPU threads spin between runs; `auto`: not when a GPU runs it."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 class HeadFormat(enum.Enum):
     """Layout of the detector's output; `auto` infers it from the output shapes."""
 
@@ -112,6 +120,11 @@ class InferencerSettings:
     )
     intra_op_threads: int = setting(
         0, "ONNX Runtime intra-op threads on the CPU (0 = its default)."
+    )
+    intra_op_spinning: Spinning = setting(
+        Spinning.AUTO,
+        "Spin ONNX Runtime's CPU threads between runs: on (faster alone on a CPU), off (cores "
+        "left to Kafka and the other stages), auto (off when a GPU provider is available).",
     )
     delivery: DeliveryMode = setting(
         DeliveryMode.AT_LEAST_ONCE,

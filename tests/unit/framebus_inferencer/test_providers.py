@@ -14,7 +14,12 @@ from framebus_inferencer.providers import (
     tensorrt_options,
 )
 from framebus_inferencer.service import engine_options
-from framebus_inferencer.settings import CudnnConvAlgoSearch, InferencerSettings, Provider
+from framebus_inferencer.settings import (
+    CudnnConvAlgoSearch,
+    InferencerSettings,
+    Provider,
+    Spinning,
+)
 
 ALL = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 
@@ -59,9 +64,21 @@ def test_cpu_arena_when_limit_set_then_arena_cfg_and_env_allocators() -> None:
         "initial_chunk_size_bytes": -1,
         "max_dead_bytes_per_chunk": -1,
     }
-    assert cpu_session_config(opts) == {"session.use_env_allocators": "1"}
+    assert cpu_session_config(opts) == {
+        "session.intra_op.allow_spinning": "1",
+        "session.use_env_allocators": "1",
+    }
     assert cpu_arena_config(EngineOptions()) is None
-    assert cpu_session_config(EngineOptions()) == {}
+    assert cpu_session_config(EngineOptions()) == {"session.intra_op.allow_spinning": "1"}
+
+
+def test_cpu_session_config_when_gpu_available_or_spinning_off_then_no_spinning() -> None:
+    gpu = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert cpu_session_config(EngineOptions(), gpu)["session.intra_op.allow_spinning"] == "0"
+    only_cpu = EngineOptions(providers=(Provider.CPU,))
+    assert cpu_session_config(only_cpu, gpu)["session.intra_op.allow_spinning"] == "1"
+    off = EngineOptions(intra_op_spinning=Spinning.OFF)
+    assert cpu_session_config(off)["session.intra_op.allow_spinning"] == "0"
 
 
 def test_provider_chain_when_gpu_missing_then_only_cpu_remains() -> None:
