@@ -17,6 +17,7 @@ from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
 READY_STATS_INTERVAL_MS = 100
+REACHABLE_S = 2.0  # how long wait_ready() gives the first broker to answer
 
 Headers = Sequence[tuple[str, bytes]]
 DeliveryCallback = Callable[[Any, Any], None]
@@ -72,6 +73,12 @@ class Producer:
         no record waits behind the client's start-up.
         """
         deadline = time.monotonic() + timeout_s
+        if not self._ready.is_set():
+            try:  # no broker answers: do not wait for an id that cannot come
+                self.client.list_topics(timeout=min(timeout_s, REACHABLE_S))
+            except confluent_kafka.KafkaException as exc:
+                log.warning("no Kafka broker answers: %s", exc.args[0].str())
+                return False
         while not self._ready.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:

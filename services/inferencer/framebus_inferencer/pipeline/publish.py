@@ -1,11 +1,12 @@
 """Stage 3, the publish thread: deliver each batch's records, then release its offsets.
 
 At-least-once: produce, wait for every acknowledgement, and only then hand the offsets to the
-receive thread, which commits them on its next turn. The publisher does not wait for that commit
-(which would cap it at one batch per receive turn); it only waits, if ever, for the receiver to
-have taken the previous batch's offsets, so at most one delivered batch waits for its commit and
-one is being committed: all a crash can repeat. Exactly-once: produce inside a transaction that
-also carries the consumed offsets. A failed publish raises, so its offsets are never committed.
+receive thread, which commits them (synchronously) on its next turn, while this thread produces
+the next batch; before handing that one's offsets over it waits for the previous commit. So the
+commit is off the produce path and a crash repeats at most two delivered batches per partition.
+(A commit from any other thread than the one in consume(), even an asynchronous one, waits for
+that consume() to return.) Exactly-once: produce inside a transaction that also carries the
+consumed offsets. A failed publish raises, so its offsets are never committed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = logging.getLogger(__package__)
 
 TXN_TIMEOUT_S = 30.0
 COMMIT_HANDOFF_S = 2.0
+COMMITS_IN_FLIGHT = 1  # hand-offs that may wait for their commit
 PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyway
 
 
@@ -96,13 +98,22 @@ class Publisher:
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
         with sh.offsets_taken:
+            # The previous batch's commit ran on the receive thread while this batch was
+            # produced: wait for it only now (it is usually done), so a commit does not stall
+            # the next produce, and a crash repeats at most two batches: one committing, one
+            # delivered.
             sh.offsets_taken.wait_for(
-                lambda: not sh.offsets_to_store or not sh.receiving or bool(sh.failures),
+                lambda: (
+                    sh.committed_upto >= sh.handed_off - COMMITS_IN_FLIGHT + 1
+                    or not sh.receiving
+                    or bool(sh.failures)
+                ),
                 COMMIT_HANDOFF_S,
             )
             sh.tracker.delivered(pub.offsets)
             sh.offsets_to_store.update(sh.tracker.committable())
             sh.tracker.committed()
+            sh.handed_off += 1
 
     def _publish_transactional(self, pub: Publication) -> None:
         sh = self.shared

@@ -109,7 +109,7 @@ class Receiver:
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
                 break
         final = self.batcher.flush(self.clock_ms(), wall_us())
-        self.store_offsets(wait=True)
+        self.store_offsets()
         with sh.offsets_taken:
             sh.receiving = False  # from now on run() stores the last offsets after the stages
             sh.offsets_taken.notify_all()
@@ -118,25 +118,27 @@ class Receiver:
         sh.put(sh.infer_q, None)
         sh.health.retire("receive")
 
-    def store_offsets(self, wait: bool = False) -> None:
-        """Store and commit delivered offsets (receive thread, or after all stages ended).
-
-        In the loop the commit is asynchronous: the receive path does not wait a broker round
-        trip per batch. At the end and on a revocation it waits for the broker.
-        """
+    def store_offsets(self) -> None:
+        """Store and commit delivered offsets (receive thread, or after all stages ended)."""
         sh = self.shared
         with sh.offsets_taken:
             marks, sh.offsets_to_store = sh.offsets_to_store, {}
-            sh.offsets_taken.notify_all()
+            generation = sh.handed_off
         if not marks:
             return
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.consumer.client.store_offsets(offsets=tps)
-            self.consumer.client.commit(offsets=tps, asynchronous=not wait)
+            # Commit now, and wait for the broker, rather than at the next auto-commit (5 s later):
+            # after a crash only the one batch delivered since this commit is delivered again.
+            self.consumer.client.commit(offsets=tps, asynchronous=False)
         except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
             log.warning("cannot store offsets %s: %s", marks, exc)
             self.stats.error("store_offsets")
+        finally:
+            with sh.offsets_taken:
+                sh.committed_upto = max(sh.committed_upto, generation)
+                sh.offsets_taken.notify_all()
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""
@@ -242,7 +244,7 @@ class Receiver:
             with sh.idle:
                 if sh.idle.wait_for(lambda: sh.in_flight == 0 or bool(sh.failures), 0.05):
                     break
-        self.store_offsets(wait=True)
+        self.store_offsets()
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with sh.tracker_lock:

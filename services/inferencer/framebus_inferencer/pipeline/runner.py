@@ -79,7 +79,7 @@ class Pipeline:
         for t in threads:
             t.join()
         # The last batches' offsets, now that no thread uses the consumer.
-        self.receiver.store_offsets(wait=True)
+        self.receiver.store_offsets()
         if self.shared.failures:
             raise self.shared.failures[0]
 
