@@ -106,21 +106,6 @@ class SingleObjectCodec:
 _HEAD_PREFIX_BYTES = 4096  # a frame's small fields; a longer head takes the full decode
 
 
-def _read_zigzag_long(stream: io.BytesIO) -> int:
-    """One Avro long (zigzag varint) from `stream`."""
-    shift = z = 0
-    while True:
-        byte = stream.read(1)
-        if not byte:
-            raise EOFError("truncated varint")
-        z |= (byte[0] & 0x7F) << shift
-        if not byte[0] & 0x80:
-            return (z >> 1) ^ -(z & 1)
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 64 bits")
-
-
 def _micros(value: Any) -> int:
     # fastavro turns timestamp-micros into datetime; keep plain integers on our side.
     if isinstance(value, int):
@@ -137,7 +122,9 @@ class FrameCodec:
         fields = schema["fields"]
         if fields[-1]["name"] != "tensor":
             raise CodecError("frame.avsc: `tensor` must stay the last field (decode_view)")
-        self._head = fastavro.parse_schema({**schema, "name": "FrameHead", "fields": fields[:-1]})
+        # The small fields, then the tensor's length prefix (Avro bytes = a long, then the bytes).
+        head_fields = [*fields[:-1], {"name": "tensor_size", "type": "long"}]
+        self._head = fastavro.parse_schema({**schema, "name": "FrameHead", "fields": head_fields})
 
     def encode(self, frame: Frame) -> bytes:
         """Serialize a frame."""
@@ -176,10 +163,9 @@ class FrameCodec:
             r: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
                 stream, self._head, self._head
             )
-            size = _read_zigzag_long(stream)
         except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError):
             return self.decode(data)  # a head longer than the prefix, or corrupt: full path
-        start = HEADER_BYTES + stream.tell()
+        size, start = r["tensor_size"], HEADER_BYTES + stream.tell()
         if size < 0 or start + size != len(data):
             raise CodecError(
                 f"corrupt {self._codec.name} body: tensor of {size} B declared, "

@@ -101,6 +101,15 @@ class InputSlot:
         for name in engine.info.output_names:
             self.binding.bind_output(name, "cpu")
 
+    def fill(self, frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> None:
+        """Write `frames` (flat or (H, W, 3) uint8) into `staging`; zero the padding rows."""
+        frame_shape = self.staging.shape[1:]
+        for i, frame in enumerate(frames):
+            src = frame if isinstance(frame, np.ndarray) else np.frombuffer(frame, np.uint8)
+            self.staging[i] = src.reshape(frame_shape)
+        if len(frames) < self.bucket:
+            self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
+
     def preallocate_outputs(self, engine: Engine) -> list[npt.NDArray[Any]]:
         """After one run, bind host arrays of the now-known output shapes, reused from then on."""
         first = [v.numpy() for v in self.binding.get_outputs()]
@@ -296,14 +305,12 @@ class Engine:
             ]
         return bufs
 
-    def input_slot(self, n: int) -> InputSlot | None:
-        """A fresh bound input for a batch of `n` frames (None for a static-batch model).
+    def input_slot(self, n: int) -> InputSlot:
+        """A fresh bound input for a batch of `n` frames (a dynamic-batch model's bucket).
 
         The pipeline's receive thread writes each frame of a closed batch into one, so the
         infer thread only runs the model (`infer_slot`); slots are reused, never freed.
         """
-        if self.info.static_batch is not None:
-            return None
         return InputSlot(self, bucket_for(n, self.buckets))
 
     def infer_slot(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
@@ -317,14 +324,8 @@ class Engine:
         self, frames: Sequence[bytes | npt.NDArray[np.uint8]]
     ) -> list[npt.NDArray[Any]]:
         n = len(frames)
-        bucket = bucket_for(n, self.buckets)
-        slot = self._slot(bucket)
-        frame_shape = self.info.frame_shape
-        for i, frame in enumerate(frames):
-            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes | memoryview) else frame
-            slot.staging[i] = src.reshape(frame_shape)
-        if n < bucket:
-            slot.staging[n:] = 0  # padding frames; their outputs are ignored
+        slot = self._slot(bucket_for(n, self.buckets))
+        slot.fill(frames)
         return self._run(slot, n)
 
     def _run(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:

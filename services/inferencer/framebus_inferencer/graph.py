@@ -81,8 +81,8 @@ def prepend_uint8_input(
 
     A model whose input is already uint8 NHWC is returned unchanged. With `dequantize` the
     uint8 -> float step is one DequantizeLinear (x * 1/255, zero point 0: the same arithmetic as
-    Cast then Mul, in one pass: 2.7x faster on ONNX Runtime's CPU provider, measured at batch 16
-    of 640x640). TensorRT reads Q/DQ nodes as INT8 quantization, so the engine asks for the
+    Cast then Mul, in one pass: 0.65 of its time on ONNX Runtime's CPU provider at batch 16 of
+    640x640, bench/engine_steps.py). TensorRT reads Q/DQ nodes as INT8 quantization, so the engine asks for the
     Cast + Mul form when TensorRT may run the graph; float16 needs opset 19 for DequantizeLinear.
     """
     inp = image_input(model)

@@ -113,9 +113,9 @@ def cpu_session_config(opts: EngineOptions, available: Sequence[str] = ()) -> di
     """Session config entries: spinning, and the process-wide (capped) CPU arena if set.
 
     ONNX Runtime's intra-op threads spin after each run by default, waiting for the next one.
-    That is 10-20 % faster for a model that runs on the CPU alone, but when a GPU does the work
-    the spinning threads only starve the receive and publish threads, librdkafka and often the
-    broker of the cores they share (docs/benchmarks.md, bench/capacity.py).
+    When a GPU does the work the spinning threads only starve the receive and publish threads,
+    librdkafka and often the broker of the cores they share (docs/benchmarks.md); a CPU-only
+    chain keeps the default.
     """
     spinning = opts.intra_op_spinning
     if spinning is Spinning.AUTO:

@@ -123,7 +123,7 @@ class InferencerSettings:
     )
     intra_op_spinning: Spinning = setting(
         Spinning.AUTO,
-        "Spin ONNX Runtime's CPU threads between runs: on (faster alone on a CPU), off (cores "
+        "Spin ONNX Runtime's CPU threads between runs: on (its default), off (cores "
         "left to Kafka and the other stages), auto (off when a GPU provider is available).",
     )
     delivery: DeliveryMode = setting(

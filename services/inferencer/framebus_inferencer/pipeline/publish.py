@@ -26,7 +26,6 @@ log = logging.getLogger(__package__)
 
 TXN_TIMEOUT_S = 30.0
 COMMIT_HANDOFF_S = 2.0
-COMMITS_IN_FLIGHT = 1  # hand-offs that may wait for their commit
 PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyway
 
 
@@ -97,17 +96,13 @@ class Publisher:
             pending = self.producer.flush(30.0)
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
-        with sh.offsets_taken:
+        with sh.committed:
             # The previous batch's commit ran on the receive thread while this batch was
             # produced: wait for it only now (it is usually done), so a commit does not stall
             # the next produce, and a crash repeats at most two batches: one committing, one
             # delivered.
-            sh.offsets_taken.wait_for(
-                lambda: (
-                    sh.committed_upto >= sh.handed_off - COMMITS_IN_FLIGHT + 1
-                    or not sh.receiving
-                    or bool(sh.failures)
-                ),
+            sh.committed.wait_for(
+                lambda: sh.committed_upto >= sh.handed_off or not sh.receiving or bool(sh.failures),
                 COMMIT_HANDOFF_S,
             )
             sh.tracker.delivered(pub.offsets)

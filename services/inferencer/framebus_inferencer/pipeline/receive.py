@@ -110,9 +110,9 @@ class Receiver:
                 break
         final = self.batcher.flush(self.clock_ms(), wall_us())
         self.store_offsets()
-        with sh.offsets_taken:
+        with sh.committed:
             sh.receiving = False  # from now on run() stores the last offsets after the stages
-            sh.offsets_taken.notify_all()
+            sh.committed.notify_all()
         if final is not None and not sh.failures:
             self._submit(Work(final))
         sh.put(sh.infer_q, None)
@@ -121,7 +121,7 @@ class Receiver:
     def store_offsets(self) -> None:
         """Store and commit delivered offsets (receive thread, or after all stages ended)."""
         sh = self.shared
-        with sh.offsets_taken:
+        with sh.committed:
             marks, sh.offsets_to_store = sh.offsets_to_store, {}
             generation = sh.handed_off
         if not marks:
@@ -136,9 +136,9 @@ class Receiver:
             log.warning("cannot store offsets %s: %s", marks, exc)
             self.stats.error("store_offsets")
         finally:
-            with sh.offsets_taken:
+            with sh.committed:
                 sh.committed_upto = max(sh.committed_upto, generation)
-                sh.offsets_taken.notify_all()
+                sh.committed.notify_all()
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""

@@ -79,7 +79,7 @@ class Shared:
         self.tracker = OffsetTracker()
         self.tracker_lock = threading.Lock()
         self.offsets_to_store: dict[tuple[str, int], int] = {}
-        self.offsets_taken = threading.Condition(self.tracker_lock)  # notified after each commit
+        self.committed = threading.Condition(self.tracker_lock)  # notified after each commit
         self.handed_off = 0  # hand-offs of delivered offsets so far (publish thread)
         self.committed_upto = 0  # hand-offs whose commit has returned (receive thread)
         self.receiving = True  # False once the receive thread has stopped committing

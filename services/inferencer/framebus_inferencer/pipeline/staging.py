@@ -33,14 +33,8 @@ class StagingPool:
     def stage(self, frames: Sequence[npt.NDArray[np.uint8] | bytes]) -> InputSlot | None:
         """A slot holding `frames` (padding rows zeroed), or None when none is free."""
         slot = self._take(len(frames))
-        if slot is None:
-            return None
-        shape = self.engine.info.frame_shape
-        for i, frame in enumerate(frames):
-            src = np.frombuffer(frame, np.uint8) if isinstance(frame, bytes) else frame
-            slot.staging[i] = src.reshape(shape)
-        if len(frames) < slot.bucket:
-            slot.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
+        if slot is not None:
+            slot.fill(frames)
         return slot
 
     def give_back(self, slot: InputSlot) -> None:
@@ -50,7 +44,7 @@ class StagingPool:
 
     def _take(self, n: int) -> InputSlot | None:
         if self.engine.info.static_batch is not None:
-            return None
+            return None  # such a model runs as a loop of static-batch calls (Engine.infer)
         bucket = bucket_for(n, self.engine.buckets)
         with self._lock:
             free = self._free.get(bucket)

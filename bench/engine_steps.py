@@ -1,0 +1,123 @@
+"""The inferencer's engine steps at GPU speed, each against a baseline measured in the same run.
+
+On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
+- input prefix: uint8 NHWC -> float NCHW as Transpose -> DequantizeLinear (framebus's CPU form)
+  against Transpose -> Cast -> Mul (the form kept where TensorRT may run the graph);
+- engine: the near-free model behind framebus's prefix and IO binding against the same model fed
+  ready float32 NCHW (what the prefix costs on a CPU);
+- decode: the YOLOv8 head decode of those outputs (all-zero scores), per frame;
+- spinning: a YOLOv8n-like model alone at batch 4 with ONNX Runtime's intra-op spinning on
+  against off (`FRAMEBUS_INTRA_OP_SPINNING`).
+
+    python bench/engine_steps.py [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.graph import prepend_uint8_input
+from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.providers import EngineOptions
+from framebus_inferencer.settings import Provider
+from framebus_tools.perf.tune import machine_info
+from framebus_tools.testmodels import near_free_model, yolov8n_like_model
+
+BATCH = 16
+SIZE = 640
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    fn()  # first run: allocations
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def prefix_session(dequantize: bool) -> ort.InferenceSession:
+    """Only framebus's input prefix, in front of an Identity."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, SIZE, SIZE])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "prefix", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    surgered, _ = prepend_uint8_input(model, dequantize=dequantize)
+    return ort.InferenceSession(surgered.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def spinning_session(model: bytes, spinning: bool) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9)
+    args = parser.parse_args()
+    print("command: python bench/engine_steps.py " + " ".join(sys.argv[1:]))
+    print(f"machine: {machine_info('CPUExecutionProvider')}")
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (BATCH, SIZE, SIZE, 3), dtype=np.uint8)
+
+    cast_mul, dequant = prefix_session(False), prefix_session(True)
+    t_cast = median_ms(lambda: cast_mul.run(None, {"x": frames}), args.runs)
+    t_dq = median_ms(lambda: dequant.run(None, {"x": frames}), args.runs)
+    print(
+        f"input prefix, batch {BATCH}: Cast+Mul {t_cast:.1f} ms, DequantizeLinear {t_dq:.1f} ms;"
+        f" DequantizeLinear / Cast+Mul = {t_dq / t_cast:.2f}"
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "near-free.onnx"
+        onnx.save(near_free_model(SIZE), path)
+        engine = Engine(path, EngineOptions(providers=(Provider.CPU,), max_batch=BATCH))
+        engine.warm_up()
+        bare = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        floats = {bare.get_inputs()[0].name: rng.random((BATCH, 3, SIZE, SIZE), np.float32)}
+        batch = list(frames)
+        t_engine = median_ms(lambda: engine.infer(batch), args.runs)
+        t_bare = median_ms(lambda: bare.run(None, floats), args.runs)
+        print(
+            f"near-free engine, batch {BATCH}: framebus (uint8, prefix, IO binding) "
+            f"{t_engine / BATCH:.2f} ms/frame, model alone on float32 {t_bare / BATCH:.2f} "
+            f"ms/frame; framebus / alone = {t_engine / t_bare:.2f}"
+        )
+        outputs = engine.infer(batch)
+        decoder = Decoder(engine.info.head)
+        t_decode = median_ms(lambda: decoder.decode(outputs, BATCH), args.runs)
+        print(
+            f"YOLOv8 head decode, batch {BATCH}: {t_decode / BATCH:.2f} ms/frame "
+            f"({t_decode / t_engine:.2f} of the engine call)"
+        )
+
+    model = yolov8n_like_model(SIZE).SerializeToString()
+    on, off = spinning_session(model, True), spinning_session(model, False)
+    x = {on.get_inputs()[0].name: rng.random((4, 3, SIZE, SIZE), np.float32)}
+    spin_runs = max(3, args.runs // 3)
+    t_on = median_ms(lambda: on.run(None, x), spin_runs)
+    t_off = median_ms(lambda: off.run(None, x), spin_runs)
+    print(
+        f"YOLOv8n-like alone, batch 4: spinning {4000 / t_on:.1f} img/s, not spinning "
+        f"{4000 / t_off:.1f} img/s; spinning / not = {t_off / t_on:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
