@@ -68,6 +68,11 @@ class StatsCollector:
         yield CounterMetricFamily(
             "framebus_inferencer_dead_letters", "Dead-lettered messages", value=s.dead_letters
         )
+        yield CounterMetricFamily(
+            "framebus_inferencer_commit_window_waits",
+            "Batches that waited for a commit before delivery (a partition's window was full)",
+            value=s.commit_window_waits,
+        )
         for name, series in (
             ("queue_wait_ms", s.queue_wait_ms),
             ("inference_ms", s.inference_ms),

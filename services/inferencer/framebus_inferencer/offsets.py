@@ -57,3 +57,54 @@ class OffsetTracker:
     def in_flight(self) -> int:
         """How many received messages are not delivered yet."""
         return sum(len(p) for p in self._pending.values())
+
+
+class CommitWindow:
+    """Delivered records whose commit has not returned yet, per partition (pure logic).
+
+    These are what a crash would deliver a second time. The publisher may deliver ahead of the
+    commits while no partition would hold more than `limit` of them, so a commit round trip does
+    not pace the batches, and the repeat after a crash stays bounded per partition.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        self.limit = limit
+        self._open: dict[TopicPartition, list[int]] = {}
+
+    def allows(self, items: Iterable[tuple[TopicPartition, int]]) -> bool:
+        """True if delivering these records keeps every partition within the limit.
+
+        A partition with nothing open always takes a batch, however large, so a batch never
+        waits for itself.
+        """
+        adding: dict[TopicPartition, int] = {}
+        for tp, _offset in items:
+            adding[tp] = adding.get(tp, 0) + 1
+        for tp, n in adding.items():
+            held = len(self._open.get(tp, ()))
+            if held and held + n > self.limit:
+                return False
+        return True
+
+    def delivered(self, items: Iterable[tuple[TopicPartition, int]]) -> None:
+        """These records are delivered; their commit has not returned yet."""
+        for tp, offset in items:
+            self._open.setdefault(tp, []).append(offset)
+
+    def confirmed(self, marks: dict[TopicPartition, int]) -> None:
+        """A commit of these marks returned: every record below its partition's mark is safe."""
+        for tp, mark in marks.items():
+            held = self._open.get(tp)
+            if held:
+                self._open[tp] = [o for o in held if o >= mark]
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop partitions this consumer no longer owns."""
+        for tp in partitions:
+            self._open.pop(tp, None)
+
+    def most_open(self) -> int:
+        """The largest number of uncommitted delivered records in any one partition."""
+        return max((len(v) for v in self._open.values()), default=0)

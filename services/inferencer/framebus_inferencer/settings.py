@@ -9,6 +9,10 @@ from pathlib import Path
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.settings import check, setting
 
+# Floor of the default commit window: at small batches consecutive batches come from one partition
+# (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
+MIN_COMMIT_WINDOW = 32
+
 
 class Provider(enum.Enum):
     """ONNX Runtime execution providers framebus knows how to configure."""
@@ -92,6 +96,11 @@ class InferencerSettings:
     max_pending_frames: int = setting(
         0, "Frames held in memory waiting for a batch before consuming pauses (0 = 4 x max_batch)."
     )
+    max_uncommitted_frames: int = setting(
+        0,
+        "At-least-once: at most this many delivered frames per partition whose commit has not "
+        "returned, what a crash delivers again (0 = max(2 x max_batch, 32)).",
+    )
     confidence_threshold: float = setting(0.25, "Minimum score of a reported box.")
     iou_threshold: float = setting(0.45, "IoU above which NMS suppresses a box of the same class.")
     max_detections: int = setting(300, "At most this many boxes per frame, best first.")
@@ -157,6 +166,7 @@ class InferencerSettings:
             "must be between 0 and max_batch",
         )
         check(self.max_pending_frames >= 0, "max_pending_frames", "must be >= 0")
+        check(self.max_uncommitted_frames >= 0, "max_uncommitted_frames", "must be >= 0")
         check(0 <= self.confidence_threshold <= 1, "confidence_threshold", "must be in [0, 1]")
         check(0 <= self.iou_threshold <= 1, "iou_threshold", "must be in [0, 1]")
         check(self.max_detections >= 1, "max_detections", "must be >= 1")
@@ -176,3 +186,8 @@ class InferencerSettings:
     def pending_limit(self) -> int:
         """Frames held waiting for a batch before consuming pauses."""
         return self.max_pending_frames or 4 * self.max_batch
+
+    @property
+    def commit_window(self) -> int:
+        """Delivered frames per partition allowed to wait for their commit."""
+        return self.max_uncommitted_frames or max(2 * self.max_batch, MIN_COMMIT_WINDOW)

@@ -168,6 +168,7 @@ class InferencerStats:
     batch_sizes: Counter[int] = field(default_factory=Counter)
     batch_close_reasons: Counter[str] = field(default_factory=Counter)
     dead_letters: int = 0
+    commit_window_waits: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     queue_wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
@@ -219,6 +220,11 @@ class InferencerStats:
         """Count consumed frame messages."""
         with self._lock:
             self.frames_received += n
+
+    def commit_window_wait(self) -> None:
+        """Count one batch that waited for a commit before it could be delivered."""
+        with self._lock:
+            self.commit_window_waits += 1
 
     def dead_letter(self) -> None:
         """Count one dead-lettered message."""

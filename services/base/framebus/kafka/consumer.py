@@ -54,10 +54,18 @@ class Consumer:
             # (docs/benchmarks.md, bench/latency.py).
             "fetch.min.bytes": 1,
             "isolation.level": "read_committed",
+            # Served inside consume() on the consuming thread, like every consumer callback.
+            "on_commit": self._on_commit,
             **(overrides or {}),
         }
         self._factory = factory
         self._client: Any = None
+        # Told each commit's result (err, partitions); asynchronous commits report only here.
+        self.commit_listener: Callable[[Any, list[Any]], None] | None = None
+
+    def _on_commit(self, err: Any, partitions: list[Any]) -> None:
+        if self.commit_listener is not None:
+            self.commit_listener(err, partitions)
 
     @property
     def client(self) -> Any:

@@ -1,12 +1,12 @@
 """Stage 3, the publish thread: deliver each batch's records, then release its offsets.
 
 At-least-once: produce, wait for every acknowledgement, and only then hand the offsets to the
-receive thread, which commits them (synchronously) on its next turn, while this thread produces
-the next batch; before handing that one's offsets over it waits for the previous commit. So the
-commit is off the produce path and a crash repeats at most two delivered batches per partition.
-(A commit from any other thread than the one in consume(), even an asynchronous one, waits for
-that consume() to return.) Exactly-once: produce inside a transaction that also carries the
-consumed offsets. A failed publish raises, so its offsets are never committed.
+receive thread, which commits them (`pipeline/commit.py`: asynchronously, one commit covering
+every hand-off since the last) while this thread goes on delivering. It waits for a commit only
+when the commit window is full: no partition may hold more than `max_uncommitted_frames`
+delivered records whose commit has not returned, which is what a crash repeats. So the commit
+round trip does not pace the batches. Exactly-once: produce inside a transaction that also
+carries the consumed offsets. A failed publish raises, so its offsets are never committed.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ class Publisher:
             if err is not None:
                 errors.append(err.str())
 
+        self._wait_for_window(pub)
         for r in pub.records:
             self.producer.produce(r.topic, r.value, r.key, r.headers, report, block_s=30.0)
         pending = self.producer.flush(30.0)
@@ -97,18 +98,34 @@ class Publisher:
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
         with sh.committed:
-            # The previous batch's commit ran on the receive thread while this batch was
-            # produced: wait for it only now (it is usually done), so a commit does not stall
-            # the next produce, and a crash repeats at most two batches: one committing, one
-            # delivered.
-            sh.committed.wait_for(
-                lambda: sh.committed_upto >= sh.handed_off or not sh.receiving or bool(sh.failures),
-                COMMIT_HANDOFF_S,
-            )
             sh.tracker.delivered(pub.offsets)
             sh.offsets_to_store.update(sh.tracker.committable())
             sh.tracker.committed()
+            sh.window.delivered(pub.offsets)
             sh.handed_off += 1
+
+    def _wait_for_window(self, pub: Publication) -> None:
+        """Before producing: wait while this batch would overfill a partition's commit window.
+
+        Every hand-off so far being committed also ends the wait: then what holds the window
+        is a frame held back below the delivered ones, which only a later batch delivers.
+        """
+        sh = self.shared
+        with sh.committed:
+            if sh.window.allows(pub.offsets):
+                return
+            self.stats.commit_window_wait()
+            sh.window_waiting = True
+            sh.committed.wait_for(
+                lambda: (
+                    sh.window.allows(pub.offsets)
+                    or sh.committed_upto >= sh.handed_off
+                    or not sh.receiving
+                    or bool(sh.failures)
+                ),
+                COMMIT_HANDOFF_S,
+            )
+            sh.window_waiting = False
 
     def _publish_transactional(self, pub: Publication) -> None:
         sh = self.shared

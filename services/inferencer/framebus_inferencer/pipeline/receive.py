@@ -22,6 +22,7 @@ from framebus.compression import decompress
 from framebus.errors import CodecError
 from framebus.kafka.consumer import Consumer, MessageProto
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
+from framebus_inferencer.pipeline.commit import Committer
 from framebus_inferencer.pipeline.shared import (
     BUSY_POLL_S,
     LOOP_ALLOWANCE_S,
@@ -75,6 +76,7 @@ class Receiver:
             skip_ahead=not self.eos,
         )
         self.frames = FrameCodec()
+        self.committer = Committer(shared, consumer, stats)
         self._last_frame = time.monotonic()
         self._next_lag = 0.0
 
@@ -109,7 +111,7 @@ class Receiver:
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
                 break
         final = self.batcher.flush(self.clock_ms(), wall_us())
-        self.store_offsets()
+        self.committer.commit(wait=True)
         with sh.committed:
             sh.receiving = False  # from now on run() stores the last offsets after the stages
             sh.committed.notify_all()
@@ -117,28 +119,6 @@ class Receiver:
             self._submit(Work(final))
         sh.put(sh.infer_q, None)
         sh.health.retire("receive")
-
-    def store_offsets(self) -> None:
-        """Store and commit delivered offsets (receive thread, or after all stages ended)."""
-        sh = self.shared
-        with sh.committed:
-            marks, sh.offsets_to_store = sh.offsets_to_store, {}
-            generation = sh.handed_off
-        if not marks:
-            return
-        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
-        try:
-            self.consumer.client.store_offsets(offsets=tps)
-            # Commit now, and wait for the broker, rather than at the next auto-commit (5 s later):
-            # after a crash only the one batch delivered since this commit is delivered again.
-            self.consumer.client.commit(offsets=tps, asynchronous=False)
-        except confluent_kafka.KafkaException as exc:  # e.g. a partition revoked meanwhile
-            log.warning("cannot store offsets %s: %s", marks, exc)
-            self.stats.error("store_offsets")
-        finally:
-            with sh.committed:
-                sh.committed_upto = max(sh.committed_upto, generation)
-                sh.committed.notify_all()
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""
@@ -158,7 +138,7 @@ class Receiver:
             self.stats.error("watermarks")
 
     def _receive_some(self) -> int:
-        self.store_offsets()
+        self.committer.commit()
         if self.eos:
             self.shared.group_metadata = self.consumer.client.consumer_group_metadata()
         rejects: list[Outgoing] = []
@@ -166,7 +146,7 @@ class Receiver:
         got = 0
         if not self.batcher.full:
             deadline = self.batcher.next_deadline_ms(wall_us())
-            busy = self.shared.in_flight or self.shared.offsets_to_store
+            busy = self.shared.in_flight or not self.committer.idle()
             timeout = BUSY_POLL_S if busy else IDLE_POLL_S
             if deadline is not None:
                 timeout = min(timeout, max(0.0, (deadline - self.clock_ms()) / 1000))
@@ -225,7 +205,7 @@ class Receiver:
         with sh.idle:
             sh.in_flight += 1
         # While the pipeline is full, keep committing what the publish thread delivers.
-        if not sh.put(sh.infer_q, work, while_full=self.store_offsets):
+        if not sh.put(sh.infer_q, work, while_full=self.committer.while_full):
             sh.batch_done()
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -240,15 +220,18 @@ class Receiver:
         sh = self.shared
         deadline = time.monotonic() + REVOKE_DRAIN_S
         while time.monotonic() < deadline:
-            self.store_offsets()
+            self.committer.commit(wait=True)
             with sh.idle:
                 if sh.idle.wait_for(lambda: sh.in_flight == 0 or bool(sh.failures), 0.05):
                     break
-        self.store_offsets()
+        self.committer.commit(wait=True)
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         with sh.tracker_lock:
             sh.tracker.forget(gone)
+            sh.window.forget(gone)
+            for tp in gone:  # their commits could only fail from now on
+                sh.offsets_to_store.pop(tp, None)
         self.stats.lag.forget(gone)
         self.tracing.forget(p for _, p in gone)
         log.info("revoked %s; %d waiting frames left to the next owner", gone, len(dropped))

@@ -45,7 +45,7 @@ class Pipeline:
         health: Health | None = None,
     ) -> None:
         self.stats = stats
-        self.shared = Shared(health or Health())
+        self.shared = Shared(health or Health(), commit_window=settings.commit_window)
         tracing = BatchTracing(settings.topics.frames_topic, settings.consumer_group)
         staging = StagingPool(engine)
         self.receiver = Receiver(
@@ -79,7 +79,7 @@ class Pipeline:
         for t in threads:
             t.join()
         # The last batches' offsets, now that no thread uses the consumer.
-        self.receiver.store_offsets()
+        self.receiver.committer.commit(wait=True)
         if self.shared.failures:
             raise self.shared.failures[0]
 

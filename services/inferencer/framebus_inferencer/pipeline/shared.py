@@ -19,7 +19,7 @@ from opentelemetry import trace
 from framebus.telemetry.health import Health
 from framebus_inferencer.batcher import Batch, Pending
 from framebus_inferencer.engine import InputSlot
-from framebus_inferencer.offsets import OffsetTracker
+from framebus_inferencer.offsets import CommitWindow, OffsetTracker
 from framebus_inferencer.records import Outgoing, Received
 
 # Longest consume() wait while batches are in flight or offsets wait to be committed (the
@@ -63,7 +63,7 @@ def wall_us() -> int:
 class Shared:
     """The state the receive, infer and publish threads share."""
 
-    def __init__(self, health: Health) -> None:
+    def __init__(self, health: Health, commit_window: int) -> None:
         self.health = health
         self.stop = threading.Event()
         self.warmed = threading.Event()  # set by the infer thread once the engine is warm
@@ -72,14 +72,19 @@ class Shared:
         self.infer_q: queue.Queue[Work | None] = queue.Queue(maxsize=1)
         self.publish_q: queue.Queue[Publication | None] = queue.Queue(maxsize=2)
 
-        # Offsets: the tracker and the hand-off of delivered offsets, under `tracker_lock`.
-        # librdkafka's consumer is driven from the receive thread only: a commit() or
-        # store_offsets() from another thread, even an asynchronous one, waits while consume()
-        # runs. The publish thread leaves delivered offsets in `offsets_to_store` instead.
+        # Offsets: the tracker, the hand-off of delivered offsets and the commit window, under
+        # `tracker_lock`. The consumer is driven from the receive thread only: confluent-kafka
+        # serializes the calls on one client, so a commit() or store_offsets() from another
+        # thread, even an asynchronous one, waits until the consume() running there returns.
+        # The publish thread leaves delivered offsets in `offsets_to_store` instead, and may
+        # deliver ahead of their commit while `window` allows (`commit_window` records per
+        # partition delivered and not yet committed: what a crash would repeat).
         self.tracker = OffsetTracker()
         self.tracker_lock = threading.Lock()
         self.offsets_to_store: dict[tuple[str, int], int] = {}
+        self.window = CommitWindow(commit_window)
         self.committed = threading.Condition(self.tracker_lock)  # notified after each commit
+        self.window_waiting = False  # the publisher waits for a commit to empty the window
         self.handed_off = 0  # hand-offs of delivered offsets so far (publish thread)
         self.committed_upto = 0  # hand-offs whose commit has returned (receive thread)
         self.receiving = True  # False once the receive thread has stopped committing
