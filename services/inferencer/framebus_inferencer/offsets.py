@@ -104,7 +104,3 @@ class CommitWindow:
         """Drop partitions this consumer no longer owns."""
         for tp in partitions:
             self._open.pop(tp, None)
-
-    def most_open(self) -> int:
-        """The largest number of uncommitted delivered records in any one partition."""
-        return max((len(v) for v in self._open.values()), default=0)

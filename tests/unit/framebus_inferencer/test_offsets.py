@@ -43,26 +43,26 @@ def test_commit_window_when_partition_full_then_refuses_until_commit_returns() -
     assert w.allows([(TP, 3)])
     assert not w.allows([(TP, 3), (TP, 4)])
     assert w.allows([(TP1, 0), (TP1, 1), (TP1, 2)])  # other partitions are not held up
-    w.confirmed({TP: 2})  # offsets 0 and 1 are committed
-    assert w.most_open() == 1
+    w.confirmed({TP: 2})  # offsets 0 and 1 are committed: only 2 is open
     assert w.allows([(TP, 3), (TP, 4), (TP, 5)])
+    assert not w.allows([(TP, 3), (TP, 4), (TP, 5), (TP, 6)])
 
 
 def test_commit_window_when_nothing_open_then_any_batch_is_allowed() -> None:
     w = CommitWindow(limit=2)
     assert w.allows([(TP, o) for o in range(10)])
     w.delivered([(TP, o) for o in range(10)])
-    assert w.most_open() == 10
     assert not w.allows([(TP, 10)])
     w.forget([TP])
-    assert w.most_open() == 0
+    assert w.allows([(TP, o) for o in range(10, 20)])
 
 
 def test_commit_window_when_commit_stops_below_held_back_frame_then_ones_above_stay_open() -> None:
     w = CommitWindow(limit=8)
     w.delivered([(TP, 0), (TP, 2), (TP, 3)])  # 1 is held back in the batcher
-    w.confirmed({TP: 1})
-    assert w.most_open() == 2
+    w.confirmed({TP: 1})  # 2 and 3 stay open
+    assert w.allows([(TP, o) for o in range(4, 10)])
+    assert not w.allows([(TP, o) for o in range(4, 11)])
 
 
 def test_commit_window_when_limit_below_one_then_error() -> None:
