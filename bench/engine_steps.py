@@ -6,6 +6,9 @@ On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
 - engine: the near-free model behind framebus's prefix and IO binding against the same model fed
   ready float32 NCHW (what the prefix costs on a CPU);
 - decode: the YOLOv8 head decode of those outputs (all-zero scores), per frame;
+- score filter: each anchor's best class score taken inside the graph (a ReduceMax appended to
+  the near-free model, head kept as an output) against the same run plus numpy's max over the
+  class rows, which is what `Decoder` does;
 - spinning: a YOLOv8n-like model alone at batch 4 with ONNX Runtime's intra-op spinning on
   against off (`FRAMEBUS_INTRA_OP_SPINNING`).
 
@@ -25,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
@@ -58,6 +61,27 @@ def prefix_session(dequantize: bool) -> ort.InferenceSession:
     model.ir_version = 8
     surgered, _ = prepend_uint8_input(model, dequantize=dequantize)
     return ort.InferenceSession(surgered.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def with_score_output(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` (a YOLOv8 head `output0`) plus `scores`: each anchor's best class score."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    graph.initializer.extend(
+        numpy_helper.from_array(np.asarray(v, np.int64), name)
+        for name, v in (("sf_start", [4]), ("sf_end", [1 << 40]), ("sf_axis", [1]))
+    )
+    graph.node.extend(
+        [
+            helper.make_node("Slice", ["output0", "sf_start", "sf_end", "sf_axis"], ["sf_cls"]),
+            helper.make_node("ReduceMax", ["sf_cls", "sf_axis"], ["scores"], keepdims=0),
+        ]
+    )
+    graph.output.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, None))
+    del out.opset_import[:]
+    out.opset_import.append(helper.make_opsetid("", 18))  # ReduceMax with axes as an input
+    return out
 
 
 def spinning_session(model: bytes, spinning: bool) -> ort.InferenceSession:
@@ -105,6 +129,20 @@ def main() -> int:
             f"YOLOv8 head decode, batch {BATCH}: {t_decode / BATCH:.2f} ms/frame "
             f"({t_decode / t_engine:.2f} of the engine call)"
         )
+
+    plain, spec = prepend_uint8_input(near_free_model(SIZE))
+    scored, _ = prepend_uint8_input(with_score_output(near_free_model(SIZE)))
+    plain_s, scored_s = (
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for m in (plain, scored)
+    )
+    feed = {spec.name: frames}
+    t_numpy = median_ms(lambda: plain_s.run(None, feed)[0][:, 4:].max(axis=1), args.runs)
+    t_graph = median_ms(lambda: scored_s.run(None, feed), args.runs)
+    print(
+        f"score filter, batch {BATCH}: run + numpy max {t_numpy / BATCH:.2f} ms/frame, in-graph "
+        f"ReduceMax {t_graph / BATCH:.2f} ms/frame; in graph / numpy = {t_graph / t_numpy:.2f}"
+    )
 
     model = yolov8n_like_model(SIZE).SerializeToString()
     on, off = spinning_session(model, True), spinning_session(model, False)

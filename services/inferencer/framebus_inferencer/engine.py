@@ -98,8 +98,12 @@ class InputSlot:
         self.binding = engine.session.io_binding()
         self.binding.bind_ortvalue_input(engine.info.input_name, self.input)
         self.outputs: list[npt.NDArray[Any]] | None = None
-        for name in engine.info.output_names:
-            self.binding.bind_output(name, "cpu")
+        known = engine.output_layouts.get(bucket)
+        if known is None:
+            for name in engine.info.output_names:
+                self.binding.bind_output(name, "cpu")
+        else:  # a bucket run before: bind its outputs now, their pages already written
+            self._bind_outputs(engine, [_touched(shape, dtype) for shape, dtype in known])
 
     def fill(self, frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> None:
         """Write `frames` (flat or (H, W, 3) uint8) into `staging`; zero the padding rows."""
@@ -110,14 +114,30 @@ class InputSlot:
         if len(frames) < self.bucket:
             self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
 
+    @property
+    def nbytes(self) -> int:
+        """Host bytes this slot holds: its input and its reused outputs."""
+        return self.staging.nbytes + sum(a.nbytes for a in self.outputs or ())
+
     def preallocate_outputs(self, engine: Engine) -> list[npt.NDArray[Any]]:
         """After one run, bind host arrays of the now-known output shapes, reused from then on."""
         first = [v.numpy() for v in self.binding.get_outputs()]
-        self.outputs = [np.empty_like(a) for a in first]
+        engine.output_layouts[self.bucket] = [(a.shape, a.dtype) for a in first]
         self.binding.clear_binding_outputs()
-        for name, arr in zip(engine.info.output_names, self.outputs, strict=True):
-            self.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(arr))
+        self._bind_outputs(engine, [np.empty_like(a) for a in first])
         return first
+
+    def _bind_outputs(self, engine: Engine, arrays: list[npt.NDArray[Any]]) -> None:
+        self.outputs = arrays
+        for name, arr in zip(engine.info.output_names, arrays, strict=True):
+            self.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(arr))
+
+
+def _touched(shape: tuple[int, ...], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """A zeroed array whose pages are mapped now (np.zeros leaves them to the first write)."""
+    arr = np.empty(shape, dtype)
+    arr.fill(0)
+    return arr
 
 
 class Engine:
@@ -150,6 +170,9 @@ class Engine:
         static = self.info.static_batch
         self.buckets = (static,) if static else batch_buckets(self.options.max_batch)
         self._local = threading.local()
+        # Output shapes and dtypes per bucket, once a bucket has run (not for end-to-end heads,
+        # whose outputs are copied each run): new slots of that bucket bind outputs at once.
+        self.output_layouts: dict[int, list[tuple[tuple[int, ...], np.dtype[Any]]]] = {}
         self.warmed_up = False
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))

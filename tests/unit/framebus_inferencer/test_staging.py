@@ -44,3 +44,31 @@ def test_staging_pool_when_all_slots_of_a_bucket_taken_then_none_until_given_bac
     assert pool.stage(frames) is None  # the infer thread copies this batch itself
     pool.give_back(first)
     assert pool.stage(frames) is first
+
+
+def test_staging_pool_when_warmed_up_then_every_bucket_has_its_slots_with_outputs_bound(
+    square_model: Path,
+) -> None:
+    engine = Engine(square_model, EngineOptions(max_batch=4))
+    engine.warm_up()
+    pool = StagingPool(engine, per_bucket=2)
+    held = pool.warm_up()
+    slots = [pool.stage(_frames(n)) for n in (1, 1, 2, 2, 3, 4)]
+    assert [s.bucket for s in slots if s is not None] == [1, 1, 2, 2, 4, 4]
+    assert all(s is not None and s.outputs is not None for s in slots)
+    assert held == sum(s.nbytes for s in slots if s is not None)
+    assert pool.stage(_frames(1)) is None  # nothing is made mid-stream once warmed up
+
+
+def test_input_slot_when_bucket_ran_before_then_outputs_bound_at_once_and_detections_right(
+    square_model: Path,
+) -> None:
+    engine = Engine(square_model, EngineOptions(max_batch=4))
+    engine.warm_up()
+    slot = engine.input_slot(3)
+    assert slot.outputs is not None
+    slot.fill(_frames(3))
+    out = engine.infer_slot(slot, 3)
+    assert out[0] is slot.outputs[0]  # written in place, not copied out
+    boxes = Decoder(engine.info.head).decode(out, 3)[2].boxes.tolist()
+    assert boxes == [[300.0, 120.0, 380.0, 220.0]]

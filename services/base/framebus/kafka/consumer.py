@@ -14,6 +14,9 @@ from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
 
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+FETCH_QUEUE_BACKOFF_MS = 20
+
 
 class MessageProto(Protocol):
     """What framebus reads from a consumed message (confluent_kafka.Message fits it)."""
@@ -46,8 +49,17 @@ class Consumer:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
-            "max.partition.fetch.bytes": MAX_RECORD_BYTES * 2,
-            "fetch.max.bytes": MAX_RECORD_BYTES * 8,
+            # Each fetch response lands in one buffer of up to fetch.max.bytes. Above glibc's
+            # 32 MiB mmap ceiling every response was freshly mapped memory for the kernel to
+            # zero (a bare consumer of 1.2 MB frames: 340k page faults per 960, at 64 MiB);
+            # at 16 MiB the buffers are reused from the heap: 45k faults and 1.3-1.6x the frames
+            # per second (docs/benchmarks.md). A record larger than the limits still comes whole.
+            "max.partition.fetch.bytes": MAX_RECORD_BYTES,
+            "fetch.max.bytes": FETCH_MAX_BYTES,
+            # A full prefetch queue (queued.max.messages.kbytes, 64 MiB: ~50 frames) postpones
+            # the partition's next fetch by this long; librdkafka's 1 s default left the
+            # pipeline idle for up to a second after each burst of large frames.
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             # Latency first: the broker answers a fetch as soon as one byte is there. Raising
             # fetch.min.bytes trades latency for fewer requests; fetch.wait.max.ms (500) only
             # bounds an idle fetch, so lowering it buys nothing but idle requests

@@ -67,6 +67,9 @@ class Inference:
         self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
         sh.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         self.engine.warm_up()
+        if self.staging is not None:
+            held = self.staging.warm_up()
+            log.info("input slots ready", extra={"bytes": held})
         self.stats.warmed_up = True
         sh.warmed.set()
         while True:
