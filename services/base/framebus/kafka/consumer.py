@@ -51,9 +51,9 @@ class Consumer:
             "partition.assignment.strategy": "cooperative-sticky",
             # Each fetch response lands in one buffer of up to fetch.max.bytes. Above glibc's
             # 32 MiB mmap ceiling every response was freshly mapped memory for the kernel to
-            # zero (a bare consumer of 1.2 MB frames: 340k page faults per 960, at 64 MiB);
-            # at 16 MiB the buffers are reused from the heap: 45k faults and 1.3-1.6x the frames
-            # per second (docs/benchmarks.md). A record larger than the limits still comes whole.
+            # zero (a bare consumer of 960 1.2 MB frames at 64 MiB: 341k page faults); at
+            # 16 MiB the buffers are reused from the heap: 66k faults, half the CPU, 1.48x the
+            # frames/s (bench/fetch_buffers.py). A record larger than the limits still comes whole.
             "max.partition.fetch.bytes": MAX_RECORD_BYTES,
             "fetch.max.bytes": FETCH_MAX_BYTES,
             # A full prefetch queue (queued.max.messages.kbytes, 64 MiB: ~50 frames) postpones
