@@ -188,9 +188,10 @@ def bare_consume_process(
     """`bare_consume` in a fresh process, as the inferencer runs in one: its rate and costs.
 
     Returns `rate` (frames/s), and the minor page faults (`minflt`) and CPU seconds (`cpu_s`, user
-    + system) of that process while it consumed. In this process, after the fill had produced 1.2 GB here, the same consumer read at
-    140-900 frames/s where fresh processes read at 400-1000 in the same minutes: the baseline
-    would have carried this process's heap rather than the consumer's own cost.
+    + system) of that process while it consumed. Run in the benchmark's own process, after the fill
+    had produced 1.2 GB there, the same consumer read at 143-902 frames/s, where fresh processes
+    read at 631-1070 a quarter of an hour later (docs/benchmarks.md): the baseline would have
+    carried that process's heap rather than the consumer's own cost.
     """
     command = [sys.executable, __file__, "--bare-consume", topic, "--frames", str(frames)]
     command += ["--max-batch", str(batch), "--bootstrap", kafka.bootstrap_servers]

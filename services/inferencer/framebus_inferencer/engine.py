@@ -87,7 +87,7 @@ class InputSlot:
     def __init__(self, engine: Engine, bucket: int) -> None:
         self.bucket = bucket
         shape = (bucket, *engine.info.frame_shape)
-        self.staging: npt.NDArray[np.uint8] = np.zeros(shape, np.uint8)
+        self.staging: npt.NDArray[np.uint8] = _touched(shape, np.dtype(np.uint8))
         if engine.device == "cpu":
             # Shares the numpy buffer: writing a frame into `staging` is writing the input.
             self.input = ort.OrtValue.ortvalue_from_numpy(self.staging)

@@ -44,9 +44,7 @@ class StagingPool:
         made = []
         for bucket in self.engine.buckets:
             for _ in range(self.per_bucket - self._made.get(bucket, 0)):
-                slot = self.engine.input_slot(bucket)
-                slot.staging.fill(0)
-                made.append(slot)
+                made.append(self.engine.input_slot(bucket))
         with self._lock:
             for slot in made:
                 self._made[slot.bucket] = self._made.get(slot.bucket, 0) + 1
