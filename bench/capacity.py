@@ -627,6 +627,13 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
     }
 
 
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap, defaulting to FRAMEBUS_BOOTSTRAP_SERVERS or the test broker."""
+    parser.add_argument(
+        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
+    )
+
+
 def print_header() -> dict[str, Any]:
     """Print the command and the machine with the versions that matter here; return the machine."""
     machine: dict[str, Any] = machine_info("CPUExecutionProvider")
@@ -650,9 +657,7 @@ def main() -> int:
         "--rounds", type=int, default=4, help="decoder side: alternating rounds per run"
     )
     parser.add_argument("--partitions", type=int, default=16, help="of each fresh frames topic")
-    parser.add_argument(
-        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
-    )
+    add_bootstrap_argument(parser)
     parser.add_argument("--side", choices=("inferencer", "decoder", "both"), default="both")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument(

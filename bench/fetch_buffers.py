@@ -16,11 +16,17 @@ what framebus configured before, 64 MiB per fetch, 16 MiB per partition).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 
-from capacity import bare_consume_process, delete_topics, fill_frames, fresh_topics, print_header
+from capacity import (
+    add_bootstrap_argument,
+    bare_consume_process,
+    delete_topics,
+    fill_frames,
+    fresh_topics,
+    print_header,
+)
 from framebus.kafka.settings import KafkaSettings
 
 MIB = 1024 * 1024
@@ -38,9 +44,7 @@ def main() -> int:
     parser.add_argument("--cameras", type=int, default=16)
     parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--settings", default="64/16,32/8,16/8", help="fetch/partition MiB, ...")
-    parser.add_argument(
-        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
-    )
+    add_bootstrap_argument(parser)
     args = parser.parse_args()
     kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
     settings = args.settings.split(",")

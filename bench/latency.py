@@ -18,7 +18,12 @@ record decode in the inferencer, postprocess. (The decoder stamps the capture ti
 the frame, before letterboxing, so the video decode itself is not in it.) The publish hop is the
 reader's receive time minus the detections record's Kafka CreateTime (stamped by the inferencer's
 producer at produce()), so it holds the produce request, the broker, and this reader's fetch; "e2e
-to the reader" is receive time minus capture time. p50/p99 per run, medians over runs.
+to the reader" is receive time minus capture time. The fixed part is split at the frame record's
+own CreateTime (stamped at the decoder's produce()), read back from the frames topic after each
+run so that the read adds no load to it: `to_produce` (capture -> produce(): letterbox, wire
+encode, hand-over to the publishing thread) and `after_produce` (the rest: linger, produce
+request, broker, the inferencer's fetch, record decode, postprocess). Each run's topics are
+deleted after it. p50/p99 per run, medians over runs.
 
 Variants are `default` or `+`-joined knobs: `linger=N` (decoder producer linger.ms, through
 FRAMEBUS_PRODUCER_LINGER_MS), `fetch_wait=N` and `fetch_min=N` (the inferencer consumer's
@@ -28,12 +33,13 @@ services have no setting for the last three, so this benchmark sets them with a
 confluent_kafka client it creates: a measuring aid for candidate defaults, not a feature.
 
     python bench/latency.py [--runs 3] [--seconds 20] [--bootstrap 127.0.0.1:29092]
-        [--variants default,linger=0,linger=1,fetch_wait=10,fetch_wait=100] [--json out.json]
+        [--variants default,linger=5,fetch_wait=10,fetch_wait=100] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -48,6 +54,7 @@ from typing import Any
 import confluent_kafka
 import onnx
 
+from capacity import delete_topics
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
@@ -60,7 +67,16 @@ from framebus_tools.testmodels import near_free_model
 
 SIZE = 640
 VIDEO_W, VIDEO_H, VIDEO_FPS = 640, 360, 25
-METRICS = ("e2e", "queue_wait", "inference", "fixed", "publish_hop", "e2e_reader")
+METRICS = (
+    "e2e",
+    "queue_wait",
+    "inference",
+    "fixed",
+    "to_produce",
+    "after_produce",
+    "publish_hop",
+    "e2e_reader",
+)
 GOAL_P50_MS, GOAL_P99_MS = 20.0, 50.0
 
 # Put on the inferencer's PYTHONPATH: adds the variant's librdkafka settings to every client.
@@ -129,6 +145,9 @@ class Sample:
     fixed: float
     publish_hop: float
     e2e_reader: float
+    frame: tuple[int, int]  # partition and offset of the frame record
+    to_produce: float = 0.0  # capture -> the frame record's CreateTime (decoder's produce())
+    after_produce: float = 0.0  # fixed - to_produce: linger, broker, fetch, record decode, ...
 
 
 class Workdir:
@@ -249,9 +268,46 @@ def read_for(
                     now_ms
                     - msg.timestamp()[1],  # CreateTime, ms, set at the inferencer's produce()
                     now_ms - capture_ms,
+                    (det.frame_partition, det.frame_offset),
                 )
             )
     return samples, received, statuses
+
+
+def frame_create_times(kafka: KafkaSettings, topic: str) -> dict[tuple[int, int], float]:
+    """CreateTime (ms) of every frame record, read after a run so the read adds no load to it."""
+    consumer = reader(kafka, topic)
+    try:
+        parts = consumer.assignment()
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+        pending = {p for p, end in ends.items() if end > 0}
+        times: dict[tuple[int, int], float] = {}
+        deadline = time.monotonic() + 120.0
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(64, 0.5):
+                if msg.error() is not None:
+                    continue
+                p, offset = msg.partition(), msg.offset()
+                times[(p, offset)] = float(msg.timestamp()[1])
+                if offset + 1 >= ends[p]:
+                    pending.discard(p)
+        return times
+    finally:
+        consumer.close()
+
+
+def split_fixed(samples: list[Sample], create_ms: dict[tuple[int, int], float]) -> list[Sample]:
+    """Each sample with its fixed part split at the decoder's produce() (the frame's CreateTime)."""
+    split = []
+    for s in samples:
+        created = create_ms.get(s.frame)
+        if created is None:
+            continue
+        to_produce = created - s.capture_ms
+        split.append(
+            dataclasses.replace(s, to_produce=to_produce, after_produce=s.fixed - to_produce)
+        )
+    return split
 
 
 def capacity(work: Workdir, args: argparse.Namespace, inferencer_env: dict[str, str]) -> float:
@@ -270,6 +326,7 @@ def capacity(work: Workdir, args: argparse.Namespace, inferencer_env: dict[str, 
     finally:
         codes = procs.stop()
         consumer.close()
+        delete_topics(work.kafka, topics)
     if len(received) < 2:
         raise SystemExit(
             f"capacity run got {len(received)} records; exit codes {codes}, logs in {procs.log_dir}"
@@ -294,7 +351,11 @@ def latency(
     finally:
         codes = procs.stop()
         consumer.close()
-    steady = [s for s in samples if s.capture_ms >= start_ms + args.warmup_s * 1000]
+    try:
+        steady = [s for s in samples if s.capture_ms >= start_ms + args.warmup_s * 1000]
+        steady = split_fixed(steady, frame_create_times(work.kafka, topics.frames_topic))
+    finally:
+        delete_topics(work.kafka, topics)  # a run leaves ~1 GB of frames on the broker
     if not steady:
         raise SystemExit(
             f"{variant.name}: no records after warm-up; exit codes {codes}, logs in {procs.log_dir}"
@@ -370,7 +431,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--variants",
-        default="default,linger=0,linger=1,fetch_wait=10,fetch_wait=100",
+        default="default,linger=5,fetch_wait=10,fetch_wait=100",
         help="comma-separated: default or +-joined knobs linger=, fetch_wait=, fetch_min=, det_linger=",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")

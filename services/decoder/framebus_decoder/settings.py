@@ -86,8 +86,13 @@ class DecoderSettings:
     max_pending_frames: int = setting(
         2, "Frames per camera waiting for the Kafka producer before the backpressure policy acts."
     )
+    # Frames are keyed by camera, and a camera's next frame comes 1/fps later (33-200 ms): no
+    # linger short enough to keep latency low ever puts two frames in one partition's batch, so
+    # it only delays each frame. Under load librdkafka batches what queued meanwhile anyway.
     producer_linger_ms: int = setting(
-        5, "Kafka producer linger; a few ms lets one request carry several ~1.2 MB frames."
+        0,
+        "Kafka producer linger.ms; 0 sends each frame at once (a camera's frames are 1/fps "
+        "apart, so waiting batches nothing), more lets one request carry several partitions' frames.",
     )
     producer_queue_kbytes: int = setting(
         64 * 1024,
