@@ -7,7 +7,8 @@ against a baseline measured in the same run, medians of the per-run figures:
 
 - inferencer: a fresh frames topic is filled with N frame records from C cameras (the decoder's
   own encoder, uint8 640x640x3, keyed by camera id). Baseline: a bare confluent_kafka.Consumer
-  with the framebus consumer's settings, in a fresh process of its own as the inferencer is,
+  with the framebus consumer's settings, in a fresh process of its own as the inferencer is, with
+  glibc's heap thresholds set as the inferencer sets them (`framebus.malloc`),
   reading the same records from the beginning (bytes only).
   Subject: `framebus inferencer` (a subprocess) draining the same topic from the beginning:
   decode, batch, infer, postprocess, publish one detections record per frame, commit. Rates
@@ -62,6 +63,7 @@ from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.letterbox import Letterbox
+from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
 from framebus.messages import Compression, FrameStatus, TensorLayout
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
@@ -184,8 +186,11 @@ def bare_consume_process(
     frames: int,
     batch: int,
     overrides: dict[str, Any] | None = None,
+    keep_heap: bool = False,
 ) -> dict[str, float]:
     """`bare_consume` in a fresh process, as the inferencer runs in one: its rate and costs.
+
+    `keep_heap`: that process first sets glibc's thresholds as the services do (`keep_freed_heap`).
 
     Returns `rate` (frames/s), and the minor page faults (`minflt`) and CPU seconds (`cpu_s`, user
     + system) of that process while it consumed. Run in the benchmark's own process, after the fill
@@ -196,6 +201,7 @@ def bare_consume_process(
     command = [sys.executable, __file__, "--bare-consume", topic, "--frames", str(frames)]
     command += ["--max-batch", str(batch), "--bootstrap", kafka.bootstrap_servers]
     command += ["--consumer-config", json.dumps(overrides or {})]
+    command += ["--keep-freed-heap"] if keep_heap else []
     proc = subprocess.run(  # noqa: S603 - this very script
         command, capture_output=True, text=True, timeout=180, check=False
     )
@@ -386,9 +392,12 @@ def inferencer_run(
     names = fresh_topics(kafka, args.partitions)
     try:
         fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
-        before = bare_consume_process(kafka, names.frames_topic, args.frames, args.max_batch)
+        # The baseline's process keeps freed heap as the inferencer's does (framebus.malloc), so
+        # the ratio compares the two paths, not two heap policies.
+        bare = (kafka, names.frames_topic, args.frames, args.max_batch, None, True)
+        before = bare_consume_process(*bare)
         result = framebus_drain(kafka, names, model, args.frames, args.max_batch, workdir)
-        after = bare_consume_process(kafka, names.frames_topic, args.frames, args.max_batch)
+        after = bare_consume_process(*bare)
     finally:
         delete_topics(kafka, names)
     return (before["rate"], after["rate"]), result
@@ -668,15 +677,19 @@ def main() -> int:
     )
     parser.add_argument("--bare-consume", metavar="TOPIC", help=argparse.SUPPRESS)
     parser.add_argument("--consumer-config", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--keep-freed-heap", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
     if args.bare_consume:  # the baseline's own process (bare_consume_process)
         overrides = json.loads(args.consumer_config)
+        if args.keep_freed_heap:
+            keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
         start = resource.getrusage(resource.RUSAGE_SELF)
         rate = bare_consume(kafka, args.bare_consume, args.frames, args.max_batch, overrides)
         end = resource.getrusage(resource.RUSAGE_SELF)
         cpu_s = end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime
-        print(json.dumps({"rate": rate, "minflt": end.ru_minflt - start.ru_minflt, "cpu_s": cpu_s}))
+        figures = {"rate": rate, "minflt": end.ru_minflt - start.ru_minflt, "cpu_s": cpu_s}
+        print(json.dumps({**figures, "maxrss_mb": end.ru_maxrss / 1024}))
         return 0
     machine = print_header()
     results: dict[str, Any] = {"command": sys.argv, "machine": machine, "args": vars(args)}

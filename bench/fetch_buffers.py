@@ -9,7 +9,10 @@ for each repetition each setting, in turn, reads it all from the beginning in a 
 Figures are medians over the repetitions, and ratios against the first setting (the baseline:
 what framebus configured before, 64 MiB per fetch, 16 MiB per partition).
 
-    python bench/fetch_buffers.py [--frames 960] [--reps 4] [--settings 64/16,32/8,16/8]
+The last default setting adds what the services do at start-up (`framebus.malloc`): a fixed mmap
+threshold at glibc's ceiling and a high trim threshold, so freed record buffers stay in the heap.
+
+    python bench/fetch_buffers.py [--frames 960] [--reps 4] [--settings 64/16,32/8,16/8,16/8+heap]
         [--bootstrap 127.0.0.1:29092]
 """
 
@@ -30,11 +33,12 @@ from capacity import (
 from framebus.kafka.settings import KafkaSettings
 
 MIB = 1024 * 1024
+HEAP = "+heap"  # a setting's suffix: the consumer's process keeps freed heap (framebus.malloc)
 
 
 def overrides(setting: str) -> dict[str, int]:
-    """'64/16' -> fetch.max.bytes 64 MiB, max.partition.fetch.bytes 16 MiB."""
-    fetch_mib, partition_mib = (int(x) for x in setting.split("/"))
+    """'64/16' -> fetch.max.bytes 64 MiB, max.partition.fetch.bytes 16 MiB ('+heap' aside)."""
+    fetch_mib, partition_mib = (int(x) for x in setting.removesuffix(HEAP).split("/"))
     return {"fetch.max.bytes": fetch_mib * MIB, "max.partition.fetch.bytes": partition_mib * MIB}
 
 
@@ -43,7 +47,11 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=960)
     parser.add_argument("--cameras", type=int, default=16)
     parser.add_argument("--reps", type=int, default=4)
-    parser.add_argument("--settings", default="64/16,32/8,16/8", help="fetch/partition MiB, ...")
+    parser.add_argument(
+        "--settings",
+        default="64/16,32/8,16/8,16/8+heap",
+        help="fetch/partition MiB[+heap], ...; +heap: glibc keeps freed heap (framebus.malloc)",
+    )
     add_bootstrap_argument(parser)
     args = parser.parse_args()
     kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
@@ -56,12 +64,18 @@ def main() -> int:
         for rep in range(args.reps):
             for setting in settings:
                 got = bare_consume_process(
-                    kafka, names.frames_topic, args.frames, 16, overrides(setting)
+                    kafka,
+                    names.frames_topic,
+                    args.frames,
+                    16,
+                    overrides(setting),
+                    keep_heap=setting.endswith(HEAP),
                 )
                 runs[setting].append(got)
                 print(
-                    f"rep {rep + 1} {setting:>6} MiB: {got['rate']:7.1f} f/s, "
-                    f"{got['minflt']:7.0f} page faults, {got['cpu_s']:5.2f} CPU s",
+                    f"rep {rep + 1} {setting:>11} MiB: {got['rate']:7.1f} f/s, "
+                    f"{got['minflt']:7.0f} page faults, {got['cpu_s']:5.2f} CPU s, "
+                    f"peak RSS {got['maxrss_mb']:.0f} MB",
                     flush=True,
                 )
     finally:
@@ -72,10 +86,12 @@ def main() -> int:
         rate = statistics.median(r["rate"] for r in runs[setting])
         faults = statistics.median(r["minflt"] for r in runs[setting])
         cpu = statistics.median(r["cpu_s"] for r in runs[setting])
+        rss = statistics.median(r["maxrss_mb"] for r in runs[setting])
         ratios = [a["rate"] / b["rate"] for a, b in zip(runs[setting], runs[base], strict=True)]
         print(
-            f"{setting:>6} MiB: {rate:7.1f} f/s (x{statistics.median(ratios):.2f} per rep), "
-            f"{faults:7.0f} page faults, {cpu:5.2f} CPU s per {args.frames} frames"
+            f"{setting:>11} MiB: {rate:7.1f} f/s (x{statistics.median(ratios):.2f} per rep), "
+            f"{faults:7.0f} page faults, {cpu:5.2f} CPU s per {args.frames} frames, "
+            f"peak RSS {rss:.0f} MB"
         )
     return 0
 

@@ -10,6 +10,7 @@ import threading
 from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
+from framebus.malloc import keep_freed_heap
 from framebus.telemetry.health import Health
 from framebus.telemetry.kafka_check import KafkaCheck
 from framebus.telemetry.tracing import setup_tracing
@@ -81,6 +82,7 @@ def run(
     stats = stats or InferencerStats()
     stats.device_id = settings.device_id
     setup_tracing("framebus-inferencer", os.environ)
+    keep_freed_heap(settings.malloc_trim_threshold_bytes)  # before any client's first buffer
     engine = engine or build_engine(settings)
     # Before consuming: frames of another size would each be dead-lettered, mid-stream.
     check_input_size(engine.info, settings.input_width, settings.input_height)

@@ -2,8 +2,9 @@ from typing import Any
 
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
+from framebus.malloc import MMAP_THRESHOLD_BYTES
 
-GLIBC_MMAP_CEILING = 32 * 1024 * 1024  # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit glibc
+GLIBC_MMAP_CEILING = MMAP_THRESHOLD_BYTES  # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit glibc
 
 
 def _config(**overrides: Any) -> dict[str, Any]:

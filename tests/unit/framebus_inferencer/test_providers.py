@@ -126,6 +126,13 @@ def test_settings_when_quota_above_max_batch_then_rejected_naming_the_setting() 
         InferencerSettings(max_batch=4, max_frames_per_camera=5)
 
 
+def test_settings_when_trim_threshold_outside_a_c_int_then_rejected_naming_the_setting() -> None:
+    # mallopt takes a C int: a larger value would wrap rather than keep more heap.
+    for bad in (-1, 2**31):
+        with pytest.raises(ConfigError, match="FRAMEBUS_MALLOC_TRIM_THRESHOLD_BYTES"):
+            InferencerSettings(malloc_trim_threshold_bytes=bad)
+
+
 def test_health_server_when_not_warmed_up_then_not_ready_and_stats_exported() -> None:
     import json
     import urllib.error

@@ -1,0 +1,66 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
+
+# In a fresh process (the thresholds are process-wide): hold a batch of 16 record-sized buffers,
+# free them, twice, and report from glibc's mallinfo2 the most bytes mmapped while they were held
+# and how much freed heap stayed in the process after they went.
+PROBE = textwrap.dedent(
+    """
+    import ctypes, sys
+    from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    if sys.argv[1] == "keep":
+        assert keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
+    mapped = 0
+    for _ in range(2):
+        batch = [bytearray(1_228_800) for _ in range(16)]
+        mapped = max(mapped, libc.mallinfo2().hblkhd)
+        del batch
+    print(mapped, libc.mallinfo2().fordblks)
+    """
+)
+
+
+def _probe(mode: str) -> tuple[int, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
+    ).stdout
+    mapped, free = (int(x) for x in out.split())
+    return mapped, free
+
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+
+
+def test_keep_freed_heap_when_set_then_record_buffers_come_from_and_stay_in_the_heap() -> None:
+    mapped, free = _probe("keep")
+    assert mapped < 1_228_800  # served from the heap, not fresh mmapped pages
+    assert free >= 16 * 1_228_800  # and kept there for the next batch, not trimmed
+
+
+def test_keep_freed_heap_when_not_set_then_glibc_maps_and_trims_record_buffers() -> None:
+    mapped, free = _probe("default")
+    # What the setting is for: glibc's default threshold (128 KiB) maps the first 1.2 MB buffer,
+    # and a freed batch at the heap's top goes back to the kernel, to be faulted in afresh.
+    assert mapped >= 1_228_800
+    assert free < 16 * 1_228_800
+
+
+def test_keep_freed_heap_when_zero_then_nothing_is_changed() -> None:
+    assert keep_freed_heap(0) is False
+
+
+def test_trim_threshold_default_when_compared_then_holds_a_fetch_response_and_a_batch() -> None:
+    assert MALLOC_TRIM_THRESHOLD_BYTES >= 16 * 1024 * 1024 + 16 * 1_228_800
