@@ -392,12 +392,17 @@ def inferencer_run(
     names = fresh_topics(kafka, args.partitions)
     try:
         fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
+
         # The baseline's process keeps freed heap as the inferencer's does (framebus.malloc), so
         # the ratio compares the two paths, not two heap policies.
-        bare = (kafka, names.frames_topic, args.frames, args.max_batch, None, True)
-        before = bare_consume_process(*bare)
+        def bare() -> dict[str, float]:
+            return bare_consume_process(
+                kafka, names.frames_topic, args.frames, args.max_batch, keep_heap=True
+            )
+
+        before = bare()
         result = framebus_drain(kafka, names, model, args.frames, args.max_batch, workdir)
-        after = bare_consume_process(*bare)
+        after = bare()
     finally:
         delete_topics(kafka, names)
     return (before["rate"], after["rate"]), result

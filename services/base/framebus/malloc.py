@@ -4,16 +4,15 @@ Every frame passes through several buffers of about 1.2 MB (librdkafka's fetch r
 Python bytes confluent-kafka copies it into, the producer's copy of a record). glibc serves such
 sizes from mmap, or from a heap top it trims back to the kernel once 128 KiB-2x the mmap threshold
 lies free, so the kernel zeroes fresh pages for nearly every frame: `perf` showed
-`clear_page_erms` at 13-22 % of a draining inferencer's samples. A fixed mmap threshold at glibc's
+`clear_page_erms` at 22 % of a draining inferencer's samples. A fixed mmap threshold at glibc's
 ceiling (32 MiB) and a high trim threshold keep freed buffers in the heap for the next frame.
 The cost is resident memory: up to `trim_threshold_bytes` of freed heap per malloc arena is kept
-instead of returned. See docs/benchmarks.md ("glibc's heap").
+instead of returned. See docs/benchmarks.md ("glibc's heap kept for the next record").
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -54,11 +53,9 @@ def keep_freed_heap(trim_threshold_bytes: int) -> bool:
 
 
 def _mallopt() -> Callable[[int, int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name)
-    func = getattr(libc, "mallopt", None)
+    # The symbols already loaded into this process, libc's among them: no library search (which
+    # runs ldconfig, absent from slim images) and always the C library the process really uses.
+    func = getattr(ctypes.CDLL(None), "mallopt", None)
     if func is None:
         return None
     func.argtypes = (ctypes.c_int, ctypes.c_int)
