@@ -1,6 +1,7 @@
 """ONNX Runtime engine: provider chain, uint8 graph surgery, per-bucket IO binding, warm-up.
 
-Only uint8 NHWC frames cross to the device; input and output buffers are allocated once per batch
+Only uint8 frames cross to the device, split into planes as they are written into the bound input
+(graph.py says why); input and output buffers are allocated once per batch
 bucket (powers of two up to `max_batch`) and per worker thread, and reused for every batch.
 
 A model exported with a static batch B (Ultralytics' default without `dynamic=True` is B = 1) has
@@ -20,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import cv2
 import google.protobuf.message  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
@@ -86,8 +88,11 @@ class InputSlot:
 
     def __init__(self, engine: Engine, bucket: int) -> None:
         self.bucket = bucket
-        shape = (bucket, *engine.info.frame_shape)
+        self.frame_shape = engine.info.frame_shape
+        shape = (bucket, *engine.info.input.bound_shape)
         self.staging: npt.NDArray[np.uint8] = _touched(shape, np.dtype(np.uint8))
+        # Per frame, its planes in `staging`: cv2.split writes into them in place.
+        self._planes = [list(row) for row in self.staging] if engine.info.input.planar else None
         if engine.device == "cpu":
             # Shares the numpy buffer: writing a frame into `staging` is writing the input.
             self.input = ort.OrtValue.ortvalue_from_numpy(self.staging)
@@ -107,10 +112,12 @@ class InputSlot:
 
     def fill(self, frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> None:
         """Write `frames` (flat or (H, W, 3) uint8) into `staging`; zero the padding rows."""
-        frame_shape = self.staging.shape[1:]
         for i, frame in enumerate(frames):
             src = frame if isinstance(frame, np.ndarray) else np.frombuffer(frame, np.uint8)
-            self.staging[i] = src.reshape(frame_shape)
+            if self._planes is None:
+                self.staging[i] = src.reshape(self.frame_shape)
+            else:
+                cv2.split(src.reshape(self.frame_shape), self._planes[i])
         if len(frames) < self.bucket:
             self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
 
@@ -141,7 +148,7 @@ def _touched(shape: tuple[int, ...], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
 
 
 class Engine:
-    """Runs batches of uint8 HWC frames through the model with IO binding."""
+    """Runs batches of uint8 (H, W, 3) frames through the model with IO binding."""
 
     def __init__(
         self,
@@ -193,7 +200,7 @@ class Engine:
             register_cpu_arena(arena)
         for key, value in cpu_session_config(opts, ort.get_available_providers()).items():
             so.add_session_config_entry(key, value)
-        frame_dims = (spec.height, spec.width, spec.channels)
+        frame_dims = spec.bound_shape
         # A static batch is the only shape TensorRT may build its profile for.
         chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
         chain = provider_chain(chain_opts, spec.name, frame_dims, ort.get_available_providers())

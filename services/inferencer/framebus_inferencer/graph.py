@@ -1,9 +1,13 @@
-"""Graph surgery at load time: the model takes uint8 NHWC frames as they come off the wire.
+"""Graph surgery at load time: the model takes uint8 frames, split into planes as they are staged.
 
-A YOLO export expects float [N, 3, H, W] in 0..1. Prepending Transpose -> DequantizeLinear(1/255)
-(Cast -> Mul(1/255) where TensorRT may run it) lets only uint8 cross to the device (4x fewer
-bytes than float32) and moves the conversion onto the device, into the same engine as the model,
-instead of a numpy pass on the hot path. A float16
+A YOLO export expects float [N, 3, H, W] in 0..1. Prepending DequantizeLinear(1/255) (Cast ->
+Mul(1/255) where TensorRT may run it) to a uint8 [N, 3, H, W] input lets only uint8 cross to the
+device (4x fewer bytes than float32) and moves the conversion onto the device, into the same engine
+as the model, instead of a numpy pass on the hot path. The frames come off the wire interleaved
+(H, W, 3); the engine splits each into its three planes while writing it into the bound input
+(OpenCV's split, 0.10 against the copy's 0.09 ms per 640x640 frame): on ONNX Runtime's CPU
+provider the planar input step took 0.58 of the time of a copy and an in-graph Transpose at batch
+16 (bench/engine_steps.py). A float16
 export (`half=True`) gets its Cast to float16 and a float16 scale, so no float32 tensor is made.
 The batch dimension is kept as exported: a static batch (an export without `dynamic=True`) is
 reported in `InputSpec.batch`, and the engine runs such a model one static batch at a time.
@@ -24,10 +28,12 @@ INTERNAL_SUFFIX = "__framebus_nchw"
 
 @dataclass(frozen=True)
 class InputSpec:
-    """The model's image input after surgery: name, uint8 NHWC height, width, channels.
+    """The model's image input after surgery: name, the frames' height, width, channels.
 
     `batch` is the exported batch dimension when it is a fixed number (None when dynamic);
-    `dtype` is the element type the model computes in (`float32`, `float16`, or `uint8`).
+    `dtype` is the element type the model computes in (`float32`, `float16`, or `uint8`);
+    `planar`: the bound input is uint8 [N, C, H, W] (frames are split into planes as they are
+    staged), else [N, H, W, C] (a model that takes uint8 NHWC itself).
     """
 
     name: str
@@ -36,6 +42,14 @@ class InputSpec:
     channels: int
     batch: int | None = None
     dtype: str = "float32"
+    planar: bool = False
+
+    @property
+    def bound_shape(self) -> tuple[int, int, int]:
+        """One frame's shape in the bound input: (C, H, W) when planar, else (H, W, C)."""
+        if self.planar:
+            return (self.channels, self.height, self.width)
+        return (self.height, self.width, self.channels)
 
     @property
     def exported_shape(self) -> str:
@@ -77,7 +91,7 @@ def _default_opset(model: onnx.ModelProto) -> int:
 def prepend_uint8_input(
     model: onnx.ModelProto, dequantize: bool = True
 ) -> tuple[onnx.ModelProto, InputSpec]:
-    """Return a copy of `model` whose input is uint8 [N, H, W, 3], plus that input's spec.
+    """Return a copy of `model` whose input is uint8 [N, 3, H, W], plus that input's spec.
 
     A model whose input is already uint8 NHWC is returned unchanged. With `dequantize` the
     uint8 -> float step is one DequantizeLinear (x * 1/255, zero point 0: the same arithmetic as
@@ -118,7 +132,6 @@ def prepend_uint8_input(
             np.asarray(1.0 / 255.0, dtype=scale_dtype), name + "__framebus_scale"
         )
     )
-    transpose = helper.make_node("Transpose", [name], [name + "__framebus_t"], perm=[0, 3, 1, 2])
     opset = _default_opset(model)
     if dequantize and opset >= (19 if elem == TensorProto.FLOAT16 else 10):
         graph.initializer.append(
@@ -127,25 +140,24 @@ def prepend_uint8_input(
         to_float = [
             helper.make_node(
                 "DequantizeLinear",
-                [name + "__framebus_t", name + "__framebus_scale", name + "__framebus_zero"],
+                [name, name + "__framebus_scale", name + "__framebus_zero"],
                 [internal],
             )
         ]
     else:
         to_float = [
-            helper.make_node("Cast", [name + "__framebus_t"], [name + "__framebus_f"], to=elem),
+            helper.make_node("Cast", [name], [name + "__framebus_f"], to=elem),
             helper.make_node("Mul", [name + "__framebus_f", name + "__framebus_scale"], [internal]),
         ]
-    pre = [transpose, *to_float]
-    nodes = pre + list(graph.node)
+    nodes = to_float + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
     batch = dims[0]
     new_input = helper.make_tensor_value_info(
-        name, TensorProto.UINT8, [batch, height, width, channels]
+        name, TensorProto.UINT8, [batch, channels, height, width]
     )
     idx = list(graph.input).index(inp)
     graph.input.remove(graph.input[idx])
     graph.input.insert(idx, new_input)
     dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
-    return out, InputSpec(name, height, width, channels, _static_batch(batch), dtype)
+    return out, InputSpec(name, height, width, channels, _static_batch(batch), dtype, planar=True)

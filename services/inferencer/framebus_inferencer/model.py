@@ -49,7 +49,7 @@ class ModelInfo:
 
     @property
     def input_name(self) -> str:
-        """Name of the uint8 NHWC image input."""
+        """Name of the uint8 image input."""
         return self.input.name
 
     @property

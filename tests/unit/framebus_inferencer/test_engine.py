@@ -79,20 +79,22 @@ def test_engine_when_efficient_nms_outputs_then_count_respected(tmp_path: Path) 
     assert dets[1].class_ids.tolist() == [0, 2]
 
 
-def test_graph_surgery_when_prepended_then_uint8_nhwc_input_scaled_to_unit_range() -> None:
+def test_graph_surgery_when_prepended_then_uint8_planar_input_scaled_to_unit_range() -> None:
     rows = np.zeros((7, 1), np.float32)
     model, spec = prepend_uint8_input(yolov8_model(rows, input_size=16))
     (inp,) = model.graph.input
     assert inp.type.tensor_type.elem_type == onnx.TensorProto.UINT8
-    assert [d.dim_value for d in inp.type.tensor_type.shape.dim][1:] == [16, 16, 3]
-    assert [n.op_type for n in model.graph.node[:2]] == ["Transpose", "DequantizeLinear"]
-    assert (spec.height, spec.width, spec.channels) == (16, 16, 3)
+    assert [d.dim_value for d in inp.type.tensor_type.shape.dim][1:] == [3, 16, 16]
+    assert model.graph.node[0].op_type == "DequantizeLinear"
+    assert "Transpose" not in [n.op_type for n in model.graph.node]
+    assert (spec.height, spec.width, spec.channels, spec.planar) == (16, 16, 3, True)
+    assert spec.bound_shape == (3, 16, 16)
 
 
 def test_graph_surgery_when_tensorrt_may_run_it_then_cast_and_mul_not_dequantize() -> None:
     rows = np.zeros((7, 1), np.float32)
     model, _ = prepend_uint8_input(yolov8_model(rows, input_size=16), dequantize=False)
-    assert [n.op_type for n in model.graph.node[:3]] == ["Transpose", "Cast", "Mul"]
+    assert [n.op_type for n in model.graph.node[:2]] == ["Cast", "Mul"]
 
 
 @pytest.mark.parametrize("dequantize", [True, False])
@@ -108,9 +110,9 @@ def test_graph_surgery_when_either_form_then_same_floats_as_dividing_by_255(
     model.ir_version = 8
     surgered, _ = prepend_uint8_input(model, dequantize=dequantize)
     session = ort.InferenceSession(surgered.SerializeToString(), providers=["CPUExecutionProvider"])
-    frames = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3) * 2
-    (out,) = session.run(None, {"x": frames})
-    expected = frames.transpose(0, 3, 1, 2).astype(np.float32) * np.float32(1 / 255)
+    planes = np.arange(2 * 3 * 4 * 4, dtype=np.uint8).reshape(2, 3, 4, 4) * 2
+    (out,) = session.run(None, {"x": planes})
+    expected = planes.astype(np.float32) * np.float32(1 / 255)
     np.testing.assert_array_equal(out, expected)
 
 

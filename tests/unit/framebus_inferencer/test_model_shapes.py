@@ -47,7 +47,7 @@ def detect(engine: Engine, frames: list[np.ndarray]) -> list[list[float]]:
 
 def test_graph_surgery_when_float16_model_then_cast_and_scale_are_float16() -> None:
     model, spec = prepend_uint8_input(to_float16(bright_square_model(SIZE)))
-    cast = model.graph.node[1]
+    cast = model.graph.node[0]
     assert cast.op_type == "Cast" and cast.attribute[0].i == TensorProto.FLOAT16
     scale = next(i for i in model.graph.initializer if i.name == "images__framebus_scale")
     assert numpy_helper.to_array(scale).dtype == np.float16
@@ -59,7 +59,7 @@ def test_graph_surgery_when_float16_model_then_cast_and_scale_are_float16() -> N
 def test_graph_surgery_when_static_batch_then_spec_and_uint8_input_keep_it() -> None:
     model, spec = prepend_uint8_input(with_static_batch(bright_square_model(SIZE), 1))
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    assert dims == [1, SIZE, SIZE, 3]
+    assert dims == [1, 3, SIZE, SIZE]
     assert spec.batch == 1 and spec.exported_shape == f"[1, 3, {SIZE}, {SIZE}] float32"
 
 

@@ -72,3 +72,17 @@ def test_input_slot_when_bucket_ran_before_then_outputs_bound_at_once_and_detect
     assert out[0] is slot.outputs[0]  # written in place, not copied out
     boxes = Decoder(engine.info.head).decode(out, 3)[2].boxes.tolist()
     assert boxes == [[300.0, 120.0, 380.0, 220.0]]
+
+
+def test_input_slot_when_filled_then_each_frame_split_into_its_planes_and_padding_zeroed(
+    square_model: Path,
+) -> None:
+    engine = Engine(square_model, EngineOptions(max_batch=4))
+    slot = engine.input_slot(3)
+    slot.staging[:] = 7  # a reused slot: the padding row must be zeroed again
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, (640, 640, 3), np.uint8) for _ in range(3)]
+    slot.fill([frames[0], frames[1].reshape(-1), frames[2].tobytes()])
+    assert slot.staging.shape == (4, 3, 640, 640)
+    np.testing.assert_array_equal(slot.staging[:3], np.stack(frames).transpose(0, 3, 1, 2))
+    assert not slot.staging[3].any()
