@@ -1,6 +1,8 @@
 """The inferencer's engine steps at GPU speed, each against a baseline measured in the same run.
 
 On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
+- staging write: one (H, W, 3) frame split into its planes by cv2.split in place against the plain
+  copy it replaced, per frame;
 - input step: (H, W, 3) uint8 frames to the model's float NCHW input, framebus's way (each frame
   split into its planes by cv2.split as it is written into the bound input, then
   DequantizeLinear) against the interleaved way it replaced (each frame copied as it is, then
@@ -132,6 +134,19 @@ def input_step(
     return step
 
 
+def staging_write(batch: list[npt.NDArray[np.uint8]], runs: int) -> None:
+    """Print the per-frame cost of splitting frames into planes in place against copying them."""
+    planar_buf = np.zeros((BATCH, 3, SIZE, SIZE), np.uint8)
+    planar_rows = [list(row) for row in planar_buf]
+    copy_buf = np.zeros((BATCH, SIZE, SIZE, 3), np.uint8)
+    t_split = median_ms(lambda: [cv2.split(f, planar_rows[i]) for i, f in enumerate(batch)], runs)
+    t_copy = median_ms(lambda: [np.copyto(copy_buf[i], f) for i, f in enumerate(batch)], runs)
+    print(
+        f"staging write, batch {BATCH}: cv2.split into planes {t_split / BATCH:.3f} ms/frame, "
+        f"copy {t_copy / BATCH:.3f} ms/frame; split / copy = {t_split / t_copy:.2f}"
+    )
+
+
 def with_score_output(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` (a YOLOv8 head `output0`) plus `scores`: each anchor's best class score."""
     out = onnx.ModelProto()
@@ -170,7 +185,8 @@ def main() -> int:
 
     cast_mul, dequant = prefix_session(False), prefix_session(True)
     batch = list(frames)
-    planar_model, _ = prepend_uint8_input(near_free_model(SIZE))
+    staging_write(batch, args.runs)
+    planar_model, spec = prepend_uint8_input(near_free_model(SIZE))
     t_planar = median_ms(input_step(planar_model, batch, planar=True), args.runs)
     old_model = interleaved_input(near_free_model(SIZE))
     t_interleaved = median_ms(input_step(old_model, batch, planar=False), args.runs)
@@ -210,7 +226,7 @@ def main() -> int:
             f"({t_decode / t_engine:.2f} of the engine call)"
         )
 
-    plain, spec = prepend_uint8_input(near_free_model(SIZE))
+    plain = planar_model
     scored, _ = prepend_uint8_input(with_score_output(near_free_model(SIZE)))
     plain_s, scored_s = (
         ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])

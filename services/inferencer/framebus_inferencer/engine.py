@@ -200,10 +200,11 @@ class Engine:
             register_cpu_arena(arena)
         for key, value in cpu_session_config(opts, ort.get_available_providers()).items():
             so.add_session_config_entry(key, value)
-        frame_dims = spec.bound_shape
         # A static batch is the only shape TensorRT may build its profile for.
         chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
-        chain = provider_chain(chain_opts, spec.name, frame_dims, ort.get_available_providers())
+        chain = provider_chain(
+            chain_opts, spec.name, spec.bound_shape, ort.get_available_providers()
+        )
         for name, provider_opts in chain:
             if name == "TensorrtExecutionProvider":
                 Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)

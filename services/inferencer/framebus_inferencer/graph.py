@@ -5,7 +5,7 @@ Mul(1/255) where TensorRT may run it) to a uint8 [N, 3, H, W] input lets only ui
 device (4x fewer bytes than float32) and moves the conversion onto the device, into the same engine
 as the model, instead of a numpy pass on the hot path. The frames come off the wire interleaved
 (H, W, 3); the engine splits each into its three planes while writing it into the bound input
-(OpenCV's split, 0.10 against the copy's 0.09 ms per 640x640 frame): on ONNX Runtime's CPU
+(OpenCV's split, 0.11 against the copy's 0.09 ms per 640x640 frame): on ONNX Runtime's CPU
 provider the planar input step took 0.58 of the time of a copy and an in-graph Transpose at batch
 16 (bench/engine_steps.py). A float16
 export (`half=True`) gets its Cast to float16 and a float16 scale, so no float32 tensor is made.

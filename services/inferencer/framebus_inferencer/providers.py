@@ -46,7 +46,7 @@ def bucket_for(n: int, buckets: Sequence[int]) -> int:
 
 
 def profile_shapes(input_name: str, batch: int, frame_dims: Sequence[int]) -> str:
-    """A TensorRT optimisation-profile shape string, e.g. `images:8x640x640x3`."""
+    """A TensorRT optimisation-profile shape string, e.g. `images:8x3x640x640` (the bound input)."""
     return f"{input_name}:" + "x".join(str(d) for d in (batch, *frame_dims))
 
 
