@@ -22,6 +22,11 @@ against a baseline measured in the same run, medians of the per-run figures:
   Baseline: a bare confluent_kafka.Producer with the same configuration producing the same
   record bytes, already encoded. Both from the first frame to the last delivery report.
 
+The inferencer side also reports each process's CPU per frame over the same window (user +
+system; the baseline's from getrusage, the inferencer's from /proc/<pid>/stat sampled every
+50 ms and interpolated at the first and last detections' timestamps): a figure the host's other
+jobs move less than the rates, and which says how much of the two cores each path needs.
+
 So that a machine that speeds up or slows down during a run (other jobs) favours neither side,
 the inferencer side measures its baseline before and after the drain and uses their mean, and the
 decoder side alternates the two in short rounds (4 per run), summing each side's time.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -88,6 +94,9 @@ class Side:
     base: list[float] = field(default_factory=list)
     framebus: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # CPU milliseconds per frame of each side's process (inferencer side only)
+    base_cpu: list[float] = field(default_factory=list)
+    framebus_cpu: list[float] = field(default_factory=list)
 
     def ratios(self) -> list[float]:
         """framebus / baseline of each run."""
@@ -192,8 +201,9 @@ def bare_consume_process(
 
     `keep_heap`: that process first sets glibc's thresholds as the services do (`keep_freed_heap`).
 
-    Returns `rate` (frames/s), and the minor page faults (`minflt`) and CPU seconds (`cpu_s`, user
-    + system) of that process while it consumed. Run in the benchmark's own process, after the fill
+    Returns `rate` (frames/s), and the minor page faults (`minflt`), CPU seconds (`cpu_s`, user
+    + system) and records (`frames`) of that process while it consumed, from its first batch to its
+    last (`bare_consume`). Run in the benchmark's own process, after the fill
     had produced 1.2 GB there, the same consumer read at 143-902 frames/s, where fresh processes
     read at 631-1070 a quarter of an hour later (docs/benchmarks.md): the baseline would have
     carried that process's heap rather than the consumer's own cost.
@@ -217,19 +227,21 @@ def bare_consume(
     frames: int,
     batch: int,
     overrides: dict[str, Any] | None = None,
-) -> float:
-    """Frames/s of a bare confluent_kafka.Consumer reading the topic from the beginning.
+) -> Consumed:
+    """A bare confluent_kafka.Consumer reading the topic from the beginning: rate and costs.
 
     The client is built by framebus's `Consumer` wrapper, so its librdkafka settings (fetch sizes,
     read_committed, earliest, assignment strategy) are exactly the inferencer's (unless
     `overrides` says otherwise); the loop calls the raw client's consume() and touches only each
-    value's length.
+    value's length. Everything is counted from the first batch to the last, that first batch
+    excepted, as the inferencer's rate is.
     """
     wrapper = Consumer(kafka, f"cap-bare-{uuid.uuid4().hex[:8]}", overrides)
     client = wrapper.client
     client.subscribe([topic])
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = 0.0
+    start = end = resource.getrusage(resource.RUSAGE_SELF)
     deadline = time.monotonic() + 120
     while got < frames:
         if time.monotonic() > deadline:
@@ -242,11 +254,28 @@ def bare_consume(
             nbytes += len(msg.value())
         if not got:
             t0, first_n = time.perf_counter(), len(good)
+            start = resource.getrusage(resource.RUSAGE_SELF)
         got += len(good)
         t1 = time.perf_counter()
+    end = resource.getrusage(resource.RUSAGE_SELF)
     wrapper.close()
     assert nbytes > 1_200_000 * frames, nbytes
-    return (got - first_n) / (t1 - t0)
+    return Consumed(
+        rate=(got - first_n) / (t1 - t0),
+        frames=got - first_n,
+        cpu_s=end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
+        minflt=end.ru_minflt - start.ru_minflt,
+    )
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """What `bare_consume` measured, from its first batch to its last."""
+
+    rate: float  # frames/s
+    frames: int  # records counted (the first batch's are not)
+    cpu_s: float  # user + system CPU seconds of the process
+    minflt: int  # minor page faults of the process
 
 
 @dataclass(frozen=True)
@@ -260,6 +289,7 @@ class Drain:
     boxes: int
     first_batch: int
     exit_code: int
+    cpu_ms_per_frame: float  # the inferencer process's, over the rate's window (nan: unknown)
 
     def note(self, frames: int) -> str:
         """'' when every frame has exactly one INFERRED record and no box, else what is wrong."""
@@ -307,19 +337,55 @@ def inferencer_env(
     }
 
 
+CPU_SAMPLE_S = 0.05
+CpuSamples = list[tuple[float, float]]  # (wall-clock s, the process's user + system CPU s)
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a running process (Linux /proc), None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_between(samples: CpuSamples, t0: float, t1: float) -> float:
+    """CPU seconds spent between wall-clock times t0 and t1, interpolated; nan if not covered."""
+    if len(samples) < 2 or not samples[0][0] <= t0 <= t1 <= samples[-1][0]:
+        return float("nan")
+    times = [t for t, _ in samples]
+    cpus = [c for _, c in samples]
+    return float(np.interp(t1, times, cpus) - np.interp(t0, times, cpus))
+
+
 def run_inferencer(
     env: dict[str, str], log_path: Path, profile: Path | None, timeout_s: float = 300
-) -> int:
-    """Run the inferencer until it stops on idle; optionally under `py-spy record`."""
+) -> tuple[int, CpuSamples]:
+    """Run the inferencer until it stops on idle; optionally under `py-spy record`.
+
+    Returns its exit code and its CPU sampled every 50 ms (none under py-spy, whose child it is).
+    """
     command = inferencer_command()
     if profile is not None:
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         command = [py_spy, "record", "--format", "raw", "-o", str(profile), "--", *command]
+    samples: CpuSamples = []
     with log_path.open("wb") as log:
-        proc = subprocess.run(  # noqa: S603 - our own entry point
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+        proc = subprocess.Popen(  # noqa: S603 - our own entry point
+            command, env=env, stdout=log, stderr=subprocess.STDOUT
         )
-    return proc.returncode
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise subprocess.TimeoutExpired(command, timeout_s)
+            cpu = process_cpu_s(proc.pid) if profile is None else None
+            if cpu is not None:
+                samples.append((time.time(), cpu))
+            time.sleep(CPU_SAMPLE_S)
+    return proc.returncode, samples
 
 
 def read_detections(kafka: KafkaSettings, topic: str, frames: int) -> list[Any]:
@@ -355,7 +421,7 @@ def framebus_drain(
 ) -> Drain:
     """`framebus inferencer` draining the topic; frames/s from its detections' timestamps."""
     log_path = workdir / f"inferencer-{names.frames_topic}.log"
-    code = run_inferencer(inferencer_env(kafka, names, model, max_batch), log_path, profile)
+    code, cpu = run_inferencer(inferencer_env(kafka, names, model, max_batch), log_path, profile)
     messages = read_detections(kafka, names.detections_topic, frames)
     codec = DetectionsCodec()
     dets = [(m.timestamp()[1], codec.decode(m.value())) for m in messages]
@@ -370,20 +436,22 @@ def framebus_drain(
     first_ms, last_ms = dets[0][0], dets[-1][0]
     first_batch = max(1, dets[0][1].batch_size)
     span_s = max(last_ms - first_ms, 1) / 1000
+    counted = len(dets) - first_batch
     return Drain(
-        rate=(len(dets) - first_batch) / span_s,
+        rate=counted / span_s,
         records=len(dets),
         by_status=by_status,
         distinct_frames=len({(d.camera_id, d.seq) for _, d in dets}),
         boxes=sum(len(d.boxes) for _, d in dets),
         first_batch=first_batch,
         exit_code=code,
+        cpu_ms_per_frame=cpu_between(cpu, first_ms / 1000, last_ms / 1000) * 1000 / counted,
     )
 
 
 def inferencer_run(
     args: argparse.Namespace, kafka: KafkaSettings, model: Path, workdir: Path
-) -> tuple[tuple[float, float], Drain]:
+) -> tuple[tuple[dict[str, float], dict[str, float]], Drain]:
     """One run on a fresh topic: fill it; bare consumer, framebus drain, bare consumer again.
 
     The baseline before and after the drain, averaged, cancels a linear drift of the machine's
@@ -405,7 +473,12 @@ def inferencer_run(
         after = bare()
     finally:
         delete_topics(kafka, names)
-    return (before["rate"], after["rate"]), result
+    return (before, after), result
+
+
+def cpu_ms_per_frame(consumed: dict[str, float]) -> float:
+    """A bare consumer process's CPU milliseconds per frame it counted."""
+    return consumed["cpu_s"] * 1000 / consumed["frames"]
 
 
 def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Path) -> Side:
@@ -419,18 +492,22 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
     )
     print(
         f"{'run':>3} {'bare consumer f/s (before/after)':>33} {'framebus f/s':>13} {'ratio':>6}"
-        "  check"
+        f" {'CPU ms/frame bare, framebus':>28}  check"
     )
     for run in range(args.runs):
         (before, after), result = inferencer_run(args, kafka, model, workdir)
-        base = (before + after) / 2
+        base = (before["rate"] + after["rate"]) / 2
+        base_cpu = (cpu_ms_per_frame(before) + cpu_ms_per_frame(after)) / 2
         note = result.note(args.frames)
         side.base.append(base)
         side.framebus.append(result.rate)
+        side.base_cpu.append(base_cpu)
+        side.framebus_cpu.append(result.cpu_ms_per_frame)
         side.notes.append(note)
+        rates = f"{base:.1f} ({before['rate']:.1f}/{after['rate']:.1f})"
+        cpu = f"{base_cpu:.2f}, {result.cpu_ms_per_frame:.2f}"
         print(
-            f"{run + 1:>3} {f'{base:.1f} ({before:.1f}/{after:.1f})':>33} {result.rate:>13.1f} "
-            f"{result.rate / base:>6.2f}  "
+            f"{run + 1:>3} {rates:>33} {result.rate:>13.1f} {result.rate / base:>6.2f} {cpu:>28}  "
             f"{note or f'{result.records} records, all INFERRED, 0 boxes'}",
             flush=True,
         )
@@ -629,7 +706,22 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
         f"ratio {ratio:.2f} (median of per-run {', '.join(f'{r:.2f}' for r in side.ratios())}); "
         f"goal >= {GOAL:.2f}: {verdict}"
     )
+    cpu: dict[str, float] = {}
+    if side.base_cpu:
+        cpu = {
+            "median_baseline_cpu_ms_per_frame": statistics.median(side.base_cpu),
+            "median_framebus_cpu_ms_per_frame": statistics.median(side.framebus_cpu),
+        }
+        print(
+            f"{name}: median CPU per frame, {base_name} "
+            f"{cpu['median_baseline_cpu_ms_per_frame']:.2f} ms, framebus "
+            f"{cpu['median_framebus_cpu_ms_per_frame']:.2f} ms (each process's own, over the "
+            "rate's window)"
+        )
     return {
+        **cpu,
+        "baseline_cpu_ms_per_frame": side.base_cpu,
+        "framebus_cpu_ms_per_frame": side.framebus_cpu,
         "baseline_fps": side.base,
         "framebus_fps": side.framebus,
         "ratios": side.ratios(),
@@ -689,12 +781,9 @@ def main() -> int:
         overrides = json.loads(args.consumer_config)
         if args.keep_freed_heap:
             keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
-        start = resource.getrusage(resource.RUSAGE_SELF)
-        rate = bare_consume(kafka, args.bare_consume, args.frames, args.max_batch, overrides)
-        end = resource.getrusage(resource.RUSAGE_SELF)
-        cpu_s = end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime
-        figures = {"rate": rate, "minflt": end.ru_minflt - start.ru_minflt, "cpu_s": cpu_s}
-        print(json.dumps({**figures, "maxrss_mb": end.ru_maxrss / 1024}))
+        got = bare_consume(kafka, args.bare_consume, args.frames, args.max_batch, overrides)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps({**dataclasses.asdict(got), "maxrss_mb": peak_mb}))
         return 0
     machine = print_header()
     results: dict[str, Any] = {"command": sys.argv, "machine": machine, "args": vars(args)}
