@@ -221,6 +221,16 @@ def bare_consume_process(
     return figures
 
 
+@dataclass(frozen=True)
+class Consumed:
+    """What `bare_consume` measured, from its first batch to its last."""
+
+    rate: float  # frames/s
+    frames: int  # records counted (the first batch's are not)
+    cpu_s: float  # user + system CPU seconds of the process
+    minflt: int  # minor page faults of the process
+
+
 def bare_consume(
     kafka: KafkaSettings,
     topic: str,
@@ -241,7 +251,7 @@ def bare_consume(
     client.subscribe([topic])
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = 0.0
-    start = end = resource.getrusage(resource.RUSAGE_SELF)
+    start = resource.getrusage(resource.RUSAGE_SELF)  # reset at the first batch
     deadline = time.monotonic() + 120
     while got < frames:
         if time.monotonic() > deadline:
@@ -266,16 +276,6 @@ def bare_consume(
         cpu_s=end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
         minflt=end.ru_minflt - start.ru_minflt,
     )
-
-
-@dataclass(frozen=True)
-class Consumed:
-    """What `bare_consume` measured, from its first batch to its last."""
-
-    rate: float  # frames/s
-    frames: int  # records counted (the first batch's are not)
-    cpu_s: float  # user + system CPU seconds of the process
-    minflt: int  # minor page faults of the process
 
 
 @dataclass(frozen=True)

@@ -226,11 +226,10 @@ def main() -> int:
             f"({t_decode / t_engine:.2f} of the engine call)"
         )
 
-    plain = planar_model
     scored, _ = prepend_uint8_input(with_score_output(near_free_model(SIZE)))
     plain_s, scored_s = (
         ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        for m in (plain, scored)
+        for m in (planar_model, scored)
     )
     feed = {spec.name: planes}
     t_numpy = median_ms(lambda: plain_s.run(None, feed)[0][:, 4:].max(axis=1), args.runs)
