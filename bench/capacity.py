@@ -25,7 +25,9 @@ against a baseline measured in the same run, medians of the per-run figures:
 The inferencer side also reports each process's CPU per frame over the same window (user +
 system; the baseline's from getrusage, the inferencer's from /proc/<pid>/stat sampled every
 50 ms and interpolated at the first and last detections' timestamps): a figure the host's other
-jobs move less than the rates, and which says how much of the two cores each path needs.
+jobs move less than the rates, and which says how much of the two cores each path needs; with
+each process's minor page faults per frame over the same window (the kernel zeroing fresh pages
+for the heap) and the drain's mean batch size.
 
 So that a machine that speeds up or slows down during a run (other jobs) favours neither side,
 the inferencer side measures its baseline before and after the drain and uses their mean, and the
@@ -97,6 +99,9 @@ class Side:
     # CPU milliseconds per frame of each side's process (inferencer side only)
     base_cpu: list[float] = field(default_factory=list)
     framebus_cpu: list[float] = field(default_factory=list)
+    # and their minor page faults per frame
+    base_faults: list[float] = field(default_factory=list)
+    framebus_faults: list[float] = field(default_factory=list)
 
     def ratios(self) -> list[float]:
         """framebus / baseline of each run."""
@@ -290,6 +295,8 @@ class Drain:
     first_batch: int
     exit_code: int
     cpu_ms_per_frame: float  # the inferencer process's, over the rate's window (nan: unknown)
+    faults_per_frame: float  # its minor page faults per frame, over the same window
+    mean_batch: float  # frames per inference batch, averaged over the frames
 
     def note(self, frames: int) -> str:
         """'' when every frame has exactly one INFERRED record and no box, else what is wrong."""
@@ -338,26 +345,38 @@ def inferencer_env(
 
 
 CPU_SAMPLE_S = 0.05
-CpuSamples = list[tuple[float, float]]  # (wall-clock s, the process's user + system CPU s)
+# (wall-clock s, the process's user + system CPU s, its minor page faults)
+CpuSamples = list[tuple[float, float, int]]
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a running process (Linux /proc), None once it is gone."""
+def process_usage(pid: int) -> tuple[float, int] | None:
+    """User + system CPU seconds and minor page faults of a running process (Linux /proc).
+
+    None once it is gone.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
 
-def cpu_between(samples: CpuSamples, t0: float, t1: float) -> float:
-    """CPU seconds spent between wall-clock times t0 and t1, interpolated; nan if not covered."""
+def usage_between(samples: CpuSamples, t0: float, t1: float) -> tuple[float, float]:
+    """CPU seconds and minor faults between wall-clock times t0 and t1, interpolated.
+
+    nan for both if the samples do not cover that window.
+    """
     if len(samples) < 2 or not samples[0][0] <= t0 <= t1 <= samples[-1][0]:
-        return float("nan")
-    times = [t for t, _ in samples]
-    cpus = [c for _, c in samples]
-    return float(np.interp(t1, times, cpus) - np.interp(t0, times, cpus))
+        return float("nan"), float("nan")
+    times = [t for t, _, _ in samples]
+    cpus = [c for _, c, _ in samples]
+    faults = [f for _, _, f in samples]
+
+    def between(values: list[Any]) -> float:
+        return float(np.interp(t1, times, values) - np.interp(t0, times, values))
+
+    return between(cpus), between(faults)
 
 
 def run_inferencer(
@@ -365,7 +384,8 @@ def run_inferencer(
 ) -> tuple[int, CpuSamples]:
     """Run the inferencer until it stops on idle; optionally under `py-spy record`.
 
-    Returns its exit code and its CPU sampled every 50 ms (none under py-spy, whose child it is).
+    Returns its exit code and its CPU and page faults sampled every 50 ms (none under py-spy,
+    whose child it is).
     """
     command = inferencer_command()
     if profile is not None:
@@ -381,9 +401,9 @@ def run_inferencer(
             if time.monotonic() > deadline:
                 proc.kill()
                 raise subprocess.TimeoutExpired(command, timeout_s)
-            cpu = process_cpu_s(proc.pid) if profile is None else None
-            if cpu is not None:
-                samples.append((time.time(), cpu))
+            usage = process_usage(proc.pid) if profile is None else None
+            if usage is not None:
+                samples.append((time.time(), *usage))
             time.sleep(CPU_SAMPLE_S)
     return proc.returncode, samples
 
@@ -437,6 +457,7 @@ def framebus_drain(
     first_batch = max(1, dets[0][1].batch_size)
     span_s = max(last_ms - first_ms, 1) / 1000
     counted = len(dets) - first_batch
+    cpu_s, faults = usage_between(cpu, first_ms / 1000, last_ms / 1000)
     return Drain(
         rate=counted / span_s,
         records=len(dets),
@@ -445,7 +466,9 @@ def framebus_drain(
         boxes=sum(len(d.boxes) for _, d in dets),
         first_batch=first_batch,
         exit_code=code,
-        cpu_ms_per_frame=cpu_between(cpu, first_ms / 1000, last_ms / 1000) * 1000 / counted,
+        cpu_ms_per_frame=cpu_s * 1000 / counted,
+        faults_per_frame=faults / counted,
+        mean_batch=statistics.fmean(d.batch_size for _, d in dets),
     )
 
 
@@ -481,6 +504,11 @@ def cpu_ms_per_frame(consumed: dict[str, float]) -> float:
     return consumed["cpu_s"] * 1000 / consumed["frames"]
 
 
+def faults_per_frame(consumed: dict[str, float]) -> float:
+    """A bare consumer process's minor page faults per frame it counted."""
+    return consumed["minflt"] / consumed["frames"]
+
+
 def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Path) -> Side:
     """`runs` runs of `inferencer_run`; print each run's figures."""
     model = workdir / "near-free-640.onnx"
@@ -492,7 +520,7 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
     )
     print(
         f"{'run':>3} {'bare consumer f/s (before/after)':>33} {'framebus f/s':>13} {'ratio':>6}"
-        f" {'CPU ms/frame bare, framebus':>28}  check"
+        f" {'CPU ms/frame bare, framebus':>28} {'faults/frame':>13} {'batch':>5}  check"
     )
     for run in range(args.runs):
         (before, after), result = inferencer_run(args, kafka, model, workdir)
@@ -505,9 +533,14 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
         side.framebus_cpu.append(result.cpu_ms_per_frame)
         side.notes.append(note)
         rates = f"{base:.1f} ({before['rate']:.1f}/{after['rate']:.1f})"
+        base_faults = (faults_per_frame(before) + faults_per_frame(after)) / 2
+        side.base_faults.append(base_faults)
+        side.framebus_faults.append(result.faults_per_frame)
         cpu = f"{base_cpu:.2f}, {result.cpu_ms_per_frame:.2f}"
+        faults = f"{base_faults:.0f}, {result.faults_per_frame:.0f}"
         print(
-            f"{run + 1:>3} {rates:>33} {result.rate:>13.1f} {result.rate / base:>6.2f} {cpu:>28}  "
+            f"{run + 1:>3} {rates:>33} {result.rate:>13.1f} {result.rate / base:>6.2f} {cpu:>28}"
+            f" {faults:>13} {result.mean_batch:>5.1f}  "
             f"{note or f'{result.records} records, all INFERRED, 0 boxes'}",
             flush=True,
         )
@@ -712,16 +745,22 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
             "median_baseline_cpu_ms_per_frame": statistics.median(side.base_cpu),
             "median_framebus_cpu_ms_per_frame": statistics.median(side.framebus_cpu),
         }
+        cpu["median_baseline_faults_per_frame"] = statistics.median(side.base_faults)
+        cpu["median_framebus_faults_per_frame"] = statistics.median(side.framebus_faults)
         print(
             f"{name}: median CPU per frame, {base_name} "
             f"{cpu['median_baseline_cpu_ms_per_frame']:.2f} ms, framebus "
             f"{cpu['median_framebus_cpu_ms_per_frame']:.2f} ms (each process's own, over the "
-            "rate's window)"
+            "rate's window); minor page faults per frame "
+            f"{cpu['median_baseline_faults_per_frame']:.0f} and "
+            f"{cpu['median_framebus_faults_per_frame']:.0f}"
         )
     return {
         **cpu,
         "baseline_cpu_ms_per_frame": side.base_cpu,
         "framebus_cpu_ms_per_frame": side.framebus_cpu,
+        "baseline_faults_per_frame": side.base_faults,
+        "framebus_faults_per_frame": side.framebus_faults,
         "baseline_fps": side.base,
         "framebus_fps": side.framebus,
         "ratios": side.ratios(),

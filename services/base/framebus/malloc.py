@@ -6,8 +6,18 @@ sizes from mmap, or from a heap top it trims back to the kernel once 128 KiB-2x 
 lies free, so the kernel zeroes fresh pages for nearly every frame: `perf` showed
 `clear_page_erms` at 22 % of a draining inferencer's samples. A fixed mmap threshold at glibc's
 ceiling (32 MiB) and a high trim threshold keep freed buffers in the heap for the next frame.
-The cost is resident memory: up to `trim_threshold_bytes` of freed heap per malloc arena is kept
-instead of returned. See docs/benchmarks.md ("glibc's heap kept for the next record").
+
+Threads other than the main one allocate from arenas made of 64 MiB heaps, and glibc unmaps a
+heap whole once its last chunk is freed, whatever the trim threshold: the receive thread's record
+values and librdkafka's fetch buffers spill into a second heap under load, which was unmapped and
+mapped again every second or so of a drain (`perf` on munmap: `heap_trim` from
+`rd_buf_destroy` and from freeing the values), each time 64 MiB of fresh pages to fault in. A top
+pad of a whole heap keeps such heaps (glibc keeps a heap while its predecessor lacks `top_pad`
+bytes of room); it only reserves address space when the heap grows.
+
+The cost is resident memory: up to `trim_threshold_bytes` of freed heap per malloc arena, and the
+heaps a thread's arena once needed, are kept instead of returned. See docs/benchmarks.md
+("glibc's heap kept for the next record", "thread heaps kept").
 """
 
 from __future__ import annotations
@@ -20,18 +30,22 @@ log = logging.getLogger(__name__)
 
 # mallopt parameters, from glibc's malloc.h
 M_TRIM_THRESHOLD = -1
+M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
 # glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2, which is 32 MiB on 64-bit.
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+# A thread arena's heap size on 64-bit (HEAP_MAX_SIZE, twice the mmap ceiling): as a top pad, it
+# keeps glibc from unmapping a thread's emptied heaps (`heap_trim`).
+TOP_PAD_BYTES = 2 * MMAP_THRESHOLD_BYTES
 # The default: room for a fetch response (16 MiB) and a batch of 16 records (20 MB) twice over.
 MALLOC_TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
 MAX_TRIM_THRESHOLD_BYTES = 2**31 - 1  # mallopt takes a C int
 
 
 def keep_freed_heap(trim_threshold_bytes: int) -> bool:
-    """Set glibc's mmap and trim thresholds for this process; False where it could not (or 0).
+    """Set glibc's mmap threshold, trim threshold and top pad for this process; False if not set.
 
-    Call it once at start-up, before the Kafka clients make their first buffers. A C library other
+    0 leaves glibc's defaults (False). Call it once at start-up, before the Kafka clients make their first buffers. A C library other
     than glibc (musl) has no mallopt: the defaults stay, and the log says so.
     """
     if trim_threshold_bytes <= 0:
@@ -40,14 +54,19 @@ def keep_freed_heap(trim_threshold_bytes: int) -> bool:
     if mallopt is None:
         log.info("malloc thresholds left as they are: this C library has no mallopt")
         return False
-    applied = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-        mallopt(M_TRIM_THRESHOLD, trim_threshold_bytes)
+    settings = (
+        (M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
+        (M_TRIM_THRESHOLD, trim_threshold_bytes),
+        (M_TOP_PAD, TOP_PAD_BYTES),
     )
+    applied = all([bool(mallopt(param, value)) for param, value in settings])
     if not applied:
         log.warning(
-            "glibc refused the malloc thresholds (mmap %d B, trim %d B); its defaults stay",
+            "glibc refused a malloc setting (mmap threshold %d B, trim threshold %d B, top pad "
+            "%d B); its defaults stay for the refused ones",
             MMAP_THRESHOLD_BYTES,
             trim_threshold_bytes,
+            TOP_PAD_BYTES,
         )
     return applied
 

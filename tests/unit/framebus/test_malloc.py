@@ -4,11 +4,11 @@ import textwrap
 
 import pytest
 
-from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
+from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, TOP_PAD_BYTES, keep_freed_heap
 
 # In a fresh process (the thresholds are process-wide): hold a batch of 16 record-sized buffers,
-# free them, twice, and report from glibc's mallinfo2 the most bytes mmapped while they were held
-# and how much freed heap stayed in the process after they went.
+# free them, twice, and report from glibc's mallinfo2 the most bytes mmapped while they were held,
+# how much freed heap stayed in the process after they went, and the heap glibc took in all.
 PROBE = textwrap.dedent(
     """
     import ctypes, sys
@@ -28,34 +28,39 @@ PROBE = textwrap.dedent(
         batch = [bytearray(1_228_800) for _ in range(16)]
         mapped = max(mapped, libc.mallinfo2().hblkhd)
         del batch
-    print(mapped, libc.mallinfo2().fordblks)
+    info = libc.mallinfo2()
+    print(mapped, info.fordblks, info.arena)
     """
 )
 
 
-def _probe(mode: str) -> tuple[int, int]:
+def _probe(mode: str) -> tuple[int, int, int]:
     out = subprocess.run(
         [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
     ).stdout
-    mapped, free = (int(x) for x in out.split())
-    return mapped, free
+    mapped, free, heap = (int(x) for x in out.split())
+    return mapped, free, heap
 
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 
 
 def test_keep_freed_heap_when_set_then_record_buffers_come_from_and_stay_in_the_heap() -> None:
-    mapped, free = _probe("keep")
+    mapped, free, heap = _probe("keep")
     assert mapped < 1_228_800  # served from the heap, not fresh mmapped pages
     assert free >= 16 * 1_228_800  # and kept there for the next batch, not trimmed
+    # The top pad took effect: the heap grew by a whole thread heap's worth at once (address
+    # space only), which is what keeps glibc from unmapping a thread's emptied heaps.
+    assert heap >= TOP_PAD_BYTES
 
 
 def test_keep_freed_heap_when_not_set_then_glibc_maps_and_trims_record_buffers() -> None:
-    mapped, free = _probe("default")
+    mapped, free, heap = _probe("default")
     # What the setting is for: glibc's default threshold (128 KiB) maps the first 1.2 MB buffer,
     # and a freed batch at the heap's top goes back to the kernel, to be faulted in afresh.
     assert mapped >= 1_228_800
     assert free < 16 * 1_228_800
+    assert heap < TOP_PAD_BYTES
 
 
 def test_keep_freed_heap_when_zero_then_nothing_is_changed() -> None:
