@@ -346,7 +346,7 @@ def inferencer_env(
 
 CPU_SAMPLE_S = 0.05
 # (wall-clock s, the process's user + system CPU s, its minor page faults)
-CpuSamples = list[tuple[float, float, int]]
+UsageSamples = list[tuple[float, float, int]]
 
 
 def process_usage(pid: int) -> tuple[float, int] | None:
@@ -362,7 +362,7 @@ def process_usage(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
 
-def usage_between(samples: CpuSamples, t0: float, t1: float) -> tuple[float, float]:
+def usage_between(samples: UsageSamples, t0: float, t1: float) -> tuple[float, float]:
     """CPU seconds and minor faults between wall-clock times t0 and t1, interpolated.
 
     nan for both if the samples do not cover that window.
@@ -381,7 +381,7 @@ def usage_between(samples: CpuSamples, t0: float, t1: float) -> tuple[float, flo
 
 def run_inferencer(
     env: dict[str, str], log_path: Path, profile: Path | None, timeout_s: float = 300
-) -> tuple[int, CpuSamples]:
+) -> tuple[int, UsageSamples]:
     """Run the inferencer until it stops on idle; optionally under `py-spy record`.
 
     Returns its exit code and its CPU and page faults sampled every 50 ms (none under py-spy,
@@ -391,7 +391,7 @@ def run_inferencer(
     if profile is not None:
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         command = [py_spy, "record", "--format", "raw", "-o", str(profile), "--", *command]
-    samples: CpuSamples = []
+    samples: UsageSamples = []
     with log_path.open("wb") as log:
         proc = subprocess.Popen(  # noqa: S603 - our own entry point
             command, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -441,7 +441,7 @@ def framebus_drain(
 ) -> Drain:
     """`framebus inferencer` draining the topic; frames/s from its detections' timestamps."""
     log_path = workdir / f"inferencer-{names.frames_topic}.log"
-    code, cpu = run_inferencer(inferencer_env(kafka, names, model, max_batch), log_path, profile)
+    code, usage = run_inferencer(inferencer_env(kafka, names, model, max_batch), log_path, profile)
     messages = read_detections(kafka, names.detections_topic, frames)
     codec = DetectionsCodec()
     dets = [(m.timestamp()[1], codec.decode(m.value())) for m in messages]
@@ -457,7 +457,7 @@ def framebus_drain(
     first_batch = max(1, dets[0][1].batch_size)
     span_s = max(last_ms - first_ms, 1) / 1000
     counted = len(dets) - first_batch
-    cpu_s, faults = usage_between(cpu, first_ms / 1000, last_ms / 1000)
+    cpu_s, faults = usage_between(usage, first_ms / 1000, last_ms / 1000)
     return Drain(
         rate=counted / span_s,
         records=len(dets),

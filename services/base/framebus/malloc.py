@@ -45,8 +45,9 @@ MAX_TRIM_THRESHOLD_BYTES = 2**31 - 1  # mallopt takes a C int
 def keep_freed_heap(trim_threshold_bytes: int) -> bool:
     """Set glibc's mmap threshold, trim threshold and top pad for this process; False if not set.
 
-    0 leaves glibc's defaults (False). Call it once at start-up, before the Kafka clients make their first buffers. A C library other
-    than glibc (musl) has no mallopt: the defaults stay, and the log says so.
+    0 leaves glibc's defaults (False). Call it once at start-up, before the Kafka clients make
+    their first buffers. A C library other than glibc (musl) has no mallopt: the defaults stay,
+    and the log says so.
     """
     if trim_threshold_bytes <= 0:
         return False
@@ -59,6 +60,7 @@ def keep_freed_heap(trim_threshold_bytes: int) -> bool:
         (M_TRIM_THRESHOLD, trim_threshold_bytes),
         (M_TOP_PAD, TOP_PAD_BYTES),
     )
+    # Every setting is tried (a list, not a short-circuit): one refused leaves the others applied.
     applied = all([bool(mallopt(param, value)) for param, value in settings])
     if not applied:
         log.warning(
