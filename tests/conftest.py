@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -28,3 +32,30 @@ def square_video(media_dir: Path, square_scene: MovingSquare) -> Path:
 @pytest.fixture(scope="session")
 def square_model(media_dir: Path) -> Path:
     return write_bright_square_model(media_dir / "bright-square.onnx")
+
+
+# A service thread that never ends keeps the interpreter from exiting after the last test (it
+# joins every non-daemon thread), and CI then waits out its whole time limit with no report. Past
+# librdkafka's longest wait (message.timeout.ms, 5 min) such a thread is stuck for good: its stack
+# is printed and the run fails.
+LINGER_S = 330.0
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Arm a watchdog that ends the process if threads outlive the session by LINGER_S."""
+    timer = threading.Timer(LINGER_S, _exit_over_lingering_threads, args=(int(exitstatus),))
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_over_lingering_threads(exitstatus: int) -> None:
+    lingering = [
+        t for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()
+    ]
+    if not lingering:
+        return
+    names = ", ".join(t.name for t in lingering)
+    sys.stderr.write(f"\nthreads still running {LINGER_S:.0f} s after the session: {names}\n")
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    os._exit(exitstatus or 1)

@@ -207,7 +207,10 @@ class FramePublisher:
         return report
 
     def close(self, timeout_s: float) -> int:
-        """Publish what is queued (within `timeout_s`), flush, stop; return records undelivered."""
+        """Publish what is queued (within `timeout_s`), close the producer; return the undelivered.
+
+        Records still undelivered are purged, so their delivery callbacks count them as failed.
+        """
         deadline = time.monotonic() + timeout_s
         with self._cond:
             self._closing = True
@@ -223,4 +226,4 @@ class FramePublisher:
                     frame.release()
                 if rest:
                     self._stats.drop(cid, "shutdown", len(rest))
-        return self._producer.flush(max(0.5, deadline - time.monotonic()))
+        return self._producer.close(max(0.5, deadline - time.monotonic()))

@@ -252,16 +252,18 @@ def run(
     log_summary(stats)
     snaps = stats.snapshot().values()
     failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]
-    failed = stats.total("delivery_failed") + undelivered + service.publisher.errors
+    # Records still undelivered at close were purged: their delivery reports count them failed.
+    failed = stats.total("delivery_failed") + service.publisher.errors
     log.info(
         "decoder finished",
         extra={
             "delivered": stats.total("delivered"),
             "delivery_failed": failed,
+            "undelivered_at_close": undelivered,
             "failed_cameras": ",".join(failed_cameras),
         },
     )
-    return 1 if failed_cameras or failed else 0
+    return 1 if failed_cameras or failed or undelivered else 0
 
 
 def _stop_on_sigterm(stop: threading.Event) -> None:

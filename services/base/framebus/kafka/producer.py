@@ -136,6 +136,23 @@ class Producer:
             return 0
         return int(self._client.flush(timeout_s))
 
+    def close(self, timeout_s: float = 30.0) -> int:
+        """Flush within `timeout_s`, drop what is left, release the client; return records dropped.
+
+        Without it the client (its broker threads, reconnecting for ever to a broker that went
+        away) lives on until the garbage collector finds it: the statistics callback ties it to
+        this wrapper in a cycle.
+        """
+        if self._client is None:
+            return 0
+        pending = self.flush(timeout_s)
+        if pending:
+            log.error("producer closed with %d undelivered records", pending)
+            self._client.purge()  # each gets a failed delivery report, served by this flush
+            self._client.flush(1.0)
+        self._client = None  # the last reference: librdkafka's handle is destroyed here
+        return pending
+
     def __len__(self) -> int:
         return 0 if self._client is None else len(self._client)
 
@@ -148,6 +165,4 @@ class Producer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        pending = self.flush()
-        if pending:
-            log.error("producer closed with %d undelivered records", pending)
+        self.close()
