@@ -483,6 +483,7 @@ def inferencer_run(
     names = fresh_topics(kafka, args.partitions)
     try:
         fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
+        os.sync()  # the fill's writeback (1.2 GB) must not land inside a drain
 
         # The baseline's process keeps freed heap as the inferencer's does (framebus.malloc), so
         # the ratio compares the two paths, not two heap policies.

@@ -37,6 +37,8 @@ class Outgoing:
 
 def boxes_of(det: RawDetections, frame: Frame, names: Sequence[str]) -> tuple[Box, ...]:
     """Model-input boxes of one frame, mapped back to its original pixels and clipped."""
+    if not len(det.boxes):
+        return ()  # most frames of a camera: no numpy calls for them
     xyxy = boxes_to_original(
         det.boxes, frame.scale, frame.pad_x, frame.pad_y, frame.orig_width, frame.orig_height
     )
