@@ -27,7 +27,9 @@ system; the baseline's from getrusage, the inferencer's from /proc/<pid>/stat sa
 50 ms and interpolated at the first and last detections' timestamps): a figure the host's other
 jobs move less than the rates, and which says how much of the two cores each path needs; with
 each process's minor page faults per frame over the same window (the kernel zeroing fresh pages
-for the heap) and the drain's mean batch size.
+for the heap), the drain's mean batch size, and the longest time between two of its batches'
+records (at about 100 batches/s a drain's batches are 10 ms apart: a gap of 40 ms or more is a
+stall, such as a detections ProduceRequest the broker answered late).
 
 So that a machine that speeds up or slows down during a run (other jobs) favours neither side,
 the inferencer side measures its baseline before and after the drain and uses their mean, and the
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import resource
@@ -102,6 +105,8 @@ class Side:
     # and their minor page faults per frame
     base_faults: list[float] = field(default_factory=list)
     framebus_faults: list[float] = field(default_factory=list)
+    # the longest time between two of a drain's batches (inferencer side only)
+    framebus_gaps_ms: list[float] = field(default_factory=list)
 
     def ratios(self) -> list[float]:
         """framebus / baseline of each run."""
@@ -297,6 +302,7 @@ class Drain:
     cpu_ms_per_frame: float  # the inferencer process's, over the rate's window (nan: unknown)
     faults_per_frame: float  # its minor page faults per frame, over the same window
     mean_batch: float  # frames per inference batch, averaged over the frames
+    longest_gap_ms: float  # the longest time between two batches' records: a stall, if long
 
     def note(self, frames: int) -> str:
         """'' when every frame has exactly one INFERRED record and no box, else what is wrong."""
@@ -469,6 +475,7 @@ def framebus_drain(
         cpu_ms_per_frame=cpu_s * 1000 / counted,
         faults_per_frame=faults / counted,
         mean_batch=statistics.fmean(d.batch_size for _, d in dets),
+        longest_gap_ms=max(b[0] - a[0] for a, b in itertools.pairwise(dets)),
     )
 
 
@@ -483,7 +490,9 @@ def inferencer_run(
     names = fresh_topics(kafka, args.partitions)
     try:
         fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
-        os.sync()  # the fill's writeback (1.2 GB) must not land inside a drain
+        # The kernel writes the fill's 1.2 GB back about 30 s later, inside some later drain,
+        # unless it is written now.
+        os.sync()
 
         # The baseline's process keeps freed heap as the inferencer's does (framebus.malloc), so
         # the ratio compares the two paths, not two heap policies.
@@ -521,7 +530,8 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
     )
     print(
         f"{'run':>3} {'bare consumer f/s (before/after)':>33} {'framebus f/s':>13} {'ratio':>6}"
-        f" {'CPU ms/frame bare, framebus':>28} {'faults/frame':>13} {'batch':>5}  check"
+        f" {'CPU ms/frame bare, framebus':>28} {'faults/frame':>13} {'batch':>5} {'gap ms':>6}"
+        "  check"
     )
     for run in range(args.runs):
         (before, after), result = inferencer_run(args, kafka, model, workdir)
@@ -537,11 +547,12 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
         base_faults = (faults_per_frame(before) + faults_per_frame(after)) / 2
         side.base_faults.append(base_faults)
         side.framebus_faults.append(result.faults_per_frame)
+        side.framebus_gaps_ms.append(result.longest_gap_ms)
         cpu = f"{base_cpu:.2f}, {result.cpu_ms_per_frame:.2f}"
         faults = f"{base_faults:.0f}, {result.faults_per_frame:.0f}"
         print(
             f"{run + 1:>3} {rates:>33} {result.rate:>13.1f} {result.rate / base:>6.2f} {cpu:>28}"
-            f" {faults:>13} {result.mean_batch:>5.1f}  "
+            f" {faults:>13} {result.mean_batch:>5.1f} {result.longest_gap_ms:>6.0f}  "
             f"{note or f'{result.records} records, all INFERRED, 0 boxes'}",
             flush=True,
         )
@@ -762,6 +773,7 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
         "framebus_cpu_ms_per_frame": side.framebus_cpu,
         "baseline_faults_per_frame": side.base_faults,
         "framebus_faults_per_frame": side.framebus_faults,
+        "framebus_longest_gap_ms": side.framebus_gaps_ms,
         "baseline_fps": side.base,
         "framebus_fps": side.framebus,
         "ratios": side.ratios(),
