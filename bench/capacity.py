@@ -475,7 +475,7 @@ def framebus_drain(
         cpu_ms_per_frame=cpu_s * 1000 / counted,
         faults_per_frame=faults / counted,
         mean_batch=statistics.fmean(d.batch_size for _, d in dets),
-        longest_gap_ms=max(b[0] - a[0] for a, b in itertools.pairwise(dets)),
+        longest_gap_ms=max((b[0] - a[0] for a, b in itertools.pairwise(dets)), default=0),
     )
 
 
