@@ -68,11 +68,13 @@ def completed_requests(logs: list[Path], api: str) -> Iterator[dict[str, Any]]:
 
 
 def topics_of(entry: dict[str, Any]) -> list[str]:
-    """The topics a request names (produce: topicData; fetch: topics)."""
+    """The topics a request names (a produce's topicData, an offset commit's topics).
+
+    A fetch of version 13 or later names its topics by id, which is what is shown for it.
+    """
     request = entry.get("request") or {}
-    return [t.get("name") or t.get("topic") or "?" for t in request.get("topicData") or []] or [
-        t.get("topic") or "?" for t in request.get("topics") or []
-    ]
+    listed = request.get("topicData") or request.get("topics") or []
+    return [t.get("name") or t.get("topic") or t.get("topicId") or "?" for t in listed]
 
 
 def summarise(entries: Iterator[dict[str, Any]], topic_part: str, slow_ms: float) -> None:
@@ -116,7 +118,8 @@ def main() -> int:
     if args.enable or args.disable:
         set_request_logging(broker, "DEBUG" if args.enable else "WARN")
         return 0
-    logs = sorted(broker.log_file.parent.glob("server.log.*"), reverse=True) + [broker.log_file]
+    # log4j2 numbers rolled files oldest first (server.log.1), the live one last
+    logs = sorted(broker.log_file.parent.glob("server.log.*")) + [broker.log_file]
     print(f"command: python {' '.join(sys.argv)}")
     summarise(completed_requests(logs, args.api), args.topic, args.slow_ms)
     return 0
