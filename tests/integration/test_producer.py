@@ -22,7 +22,7 @@ def threads_now() -> int:
 
 
 def settle_to(count: int, timeout_s: float = 5.0) -> int:
-    """The thread count once it falls to `count`, or as it is after `timeout_s`."""
+    """The thread count once it falls to `count` or below, or as it is after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while threads_now() > count and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -40,7 +40,7 @@ def test_producer_close_when_delivered_then_nothing_lost_and_client_threads_end(
     assert threads_now() > before  # librdkafka's own threads run while the client lives
     assert producer.close(30.0) == 0
     assert reports == [None]
-    assert settle_to(before) == before
+    assert settle_to(before) <= before  # other tests' clients may end meanwhile, never add
 
 
 def test_producer_close_when_no_broker_answers_then_undelivered_reported_failed_and_freed() -> None:
@@ -55,4 +55,4 @@ def test_producer_close_when_no_broker_answers_then_undelivered_reported_failed_
     assert time.monotonic() - started < 5.0  # the 5-minute message timeout is not waited out
     assert len(reports) == 3 and all(e is not None for e in reports)
     # A client left alive would try to reconnect to that port every second, for ever.
-    assert settle_to(before) == before
+    assert settle_to(before) <= before  # other tests' clients may end meanwhile, never add
