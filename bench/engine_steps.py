@@ -12,6 +12,9 @@ On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
 - engine: the near-free model behind framebus's prefix and IO binding against the same model fed
   ready float32 NCHW (what the prefix costs on a CPU);
 - decode: the YOLOv8 head decode of those outputs (all-zero scores), per frame;
+- candidate filter: after each engine call (the head just written, as in the pipeline), the
+  anchors any class of which reaches the threshold found by a compare and an OR down the class
+  rows (what `Decoder` does) against numpy's max over the class rows (what it did before);
 - score filter: each anchor's best class score taken inside the graph (a ReduceMax appended to
   the near-free model, head kept as an output) against the same run plus numpy's max over the
   class rows, which is what `Decoder` does;
@@ -168,6 +171,51 @@ def with_score_output(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def engine_and_decode(
+    batch: list[npt.NDArray[np.uint8]], rng: np.random.Generator, runs: int
+) -> None:
+    """The near-free engine against the model alone, the head decode, the candidate filter."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "near-free.onnx"
+        onnx.save(near_free_model(SIZE), path)
+        engine = Engine(path, EngineOptions(providers=(Provider.CPU,), max_batch=BATCH))
+        engine.warm_up()
+        bare = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        floats = {bare.get_inputs()[0].name: rng.random((BATCH, 3, SIZE, SIZE), np.float32)}
+        t_engine = median_ms(lambda: engine.infer(batch), runs)
+        t_bare = median_ms(lambda: bare.run(None, floats), runs)
+        print(
+            f"near-free engine, batch {BATCH}: framebus (uint8, prefix, IO binding) "
+            f"{t_engine / BATCH:.2f} ms/frame, model alone on float32 {t_bare / BATCH:.2f} "
+            f"ms/frame; framebus / alone = {t_engine / t_bare:.2f}"
+        )
+        outputs = engine.infer(batch)
+        decoder = Decoder(engine.info.head)
+        t_decode = median_ms(lambda: decoder.decode(outputs, BATCH), runs)
+        print(
+            f"YOLOv8 head decode, batch {BATCH}: {t_decode / BATCH:.2f} ms/frame "
+            f"({t_decode / t_engine:.2f} of the engine call)"
+        )
+
+        def run_then(
+            candidates: Callable[[npt.NDArray[np.float32]], npt.ArrayLike],
+        ) -> Callable[[], object]:
+            def step() -> object:
+                head = engine.infer(batch)[0]
+                return [np.flatnonzero(candidates(head[i, 4:])) for i in range(BATCH)]
+
+            return step
+
+        t_any = median_ms(run_then(lambda c: np.greater_equal(c, 0.25).any(axis=0)), runs)
+        t_max = median_ms(run_then(lambda c: c.max(axis=0) >= 0.25), runs)
+        print(
+            f"candidate filter after each engine call, batch {BATCH}: compare + any "
+            f"{(t_any - t_engine) / BATCH:.3f} ms/frame, max over the class rows "
+            f"{(t_max - t_engine) / BATCH:.3f} ms/frame (each less the engine call); any / max "
+            f"= {(t_any - t_engine) / (t_max - t_engine):.2f}"
+        )
+
+
 def spinning_session(model: bytes, spinning: bool) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
@@ -204,27 +252,7 @@ def main() -> int:
         f" DequantizeLinear / Cast+Mul = {t_dq / t_cast:.2f}"
     )
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "near-free.onnx"
-        onnx.save(near_free_model(SIZE), path)
-        engine = Engine(path, EngineOptions(providers=(Provider.CPU,), max_batch=BATCH))
-        engine.warm_up()
-        bare = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        floats = {bare.get_inputs()[0].name: rng.random((BATCH, 3, SIZE, SIZE), np.float32)}
-        t_engine = median_ms(lambda: engine.infer(batch), args.runs)
-        t_bare = median_ms(lambda: bare.run(None, floats), args.runs)
-        print(
-            f"near-free engine, batch {BATCH}: framebus (uint8, prefix, IO binding) "
-            f"{t_engine / BATCH:.2f} ms/frame, model alone on float32 {t_bare / BATCH:.2f} "
-            f"ms/frame; framebus / alone = {t_engine / t_bare:.2f}"
-        )
-        outputs = engine.infer(batch)
-        decoder = Decoder(engine.info.head)
-        t_decode = median_ms(lambda: decoder.decode(outputs, BATCH), args.runs)
-        print(
-            f"YOLOv8 head decode, batch {BATCH}: {t_decode / BATCH:.2f} ms/frame "
-            f"({t_decode / t_engine:.2f} of the engine call)"
-        )
+    engine_and_decode(batch, rng, args.runs)
 
     scored, _ = prepend_uint8_input(with_score_output(near_free_model(SIZE)))
     plain_s, scored_s = (
