@@ -7,6 +7,7 @@ broker + controller. Later starts reuse the cache and need no network.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -304,8 +306,8 @@ class LocalKafka:
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                _cluster_id(),
+                # One token: an id may start with "-", which the tool would read as an option.
+                f"--cluster-id={cluster_id()}",
                 "-c",
                 str(props),
                 *(arg for user in self.scram_users for arg in ("--add-scram", user)),
@@ -340,11 +342,17 @@ class LocalKafka:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def _cluster_id() -> str:
-    # KRaft cluster ids are 16 random bytes in URL-safe base64 without padding.
-    import base64
+def cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding.
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    Like Kafka's own `Uuid.randomUuid`, it never starts with "-": 1 in 64 ids would, and
+    `kafka-storage format -t -x...` then failed ("argument --cluster-id/-t: expected one
+    argument"), once in a CI run.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(random_bytes()).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _is_alive(pid: int) -> bool:
