@@ -748,7 +748,7 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
     verdict = "met" if ratio >= GOAL else "MISSED"
     print(
         f"{name}: median {base_name} {base:.1f} f/s, framebus {fb:.1f} f/s; "
-        f"ratio {ratio:.2f} (median of per-run {', '.join(f'{r:.2f}' for r in side.ratios())}); "
+        f"ratio {ratio:.3f} (median of per-run {', '.join(f'{r:.2f}' for r in side.ratios())}); "
         f"goal >= {GOAL:.2f}: {verdict}"
     )
     cpu: dict[str, float] = {}
