@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from framebus_tools.localkafka import LocalKafka
+from framebus_tools.localkafka import NODE_ID, LocalKafka
 
 MARK = "Completed request:"
 PHASES = ("requestQueueTimeMs", "localTimeMs", "remoteTimeMs", "responseQueueTimeMs", "sendTimeMs")
@@ -36,21 +36,18 @@ PHASES = ("requestQueueTimeMs", "localTimeMs", "remoteTimeMs", "responseQueueTim
 
 def set_request_logging(broker: LocalKafka, level: str) -> None:
     """Set the running broker's `kafka.request.logger` level (DEBUG logs every request)."""
-    command = [
-        "java",
-        "-cp",
-        f"{broker.libs_dir}/*",
+    command = broker.tool_command(
         "kafka.admin.ConfigCommand",
         "--bootstrap-server",
         broker.bootstrap,
         "--entity-type",
         "broker-loggers",
         "--entity-name",
-        "1",
+        NODE_ID,
         "--alter",
         "--add-config",
         f"kafka.request.logger={level}",
-    ]
+    )
     subprocess.run(command, check=True, timeout=120)  # noqa: S603 - the broker's own tool
 
 

@@ -17,7 +17,7 @@ On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
   rows (what `Decoder` does) against numpy's max over the class rows (what it did before);
 - score filter: each anchor's best class score taken inside the graph (a ReduceMax appended to
   the near-free model, head kept as an output) against the same run plus numpy's max over the
-  class rows, which is what `Decoder` does;
+  class rows (what `Decoder` did before the candidate filter above);
 - spinning: a YOLOv8n-like model alone at batch 4 with ONNX Runtime's intra-op spinning on
   against off (`FRAMEBUS_INTRA_OP_SPINNING`).
 

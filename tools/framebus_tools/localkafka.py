@@ -29,6 +29,7 @@ SCALA_VERSION = "2.13"
 LOG4J_VERSION = "2.25.3"
 SLF4J_VERSION = "2.0.17"
 COMPLETE_MARKER = ".complete"
+NODE_ID = "1"  # the single KRaft node: broker and controller
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -193,8 +194,8 @@ class LocalKafka:
         protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *self.listener_protocols]
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self._controller}",
+            "node.id": NODE_ID,
+            "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self._controller}",
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
@@ -256,7 +257,7 @@ class LocalKafka:
         log4j.write_text(LOG4J2_XML.format(log=self.log_file), encoding="utf-8")
         classpath = f"{libs}/*"
         if not (self.run_dir / "data" / "meta.properties").exists():
-            self._format(java, classpath, props)
+            self._format(props)
         out = (self.run_dir / "logs" / "kafka.out").open("ab")
         proc = subprocess.Popen(
             [
@@ -297,12 +298,13 @@ class LocalKafka:
             f"see {self.log_file}"
         )
 
-    def _format(self, java: str, classpath: str, props: Path) -> None:
+    def tool_command(self, main_class: str, *args: str) -> list[str]:
+        """A Kafka tool's command line (e.g. `kafka.admin.ConfigCommand`): the cached jars."""
+        return [self._java(), "-cp", f"{self.libs_dir}/*", main_class, *args]
+
+    def _format(self, props: Path) -> None:
         proc = subprocess.run(
-            [
-                java,
-                "-cp",
-                classpath,
+            self.tool_command(
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
@@ -311,7 +313,7 @@ class LocalKafka:
                 "-c",
                 str(props),
                 *(arg for user in self.scram_users for arg in ("--add-scram", user)),
-            ],
+            ),
             capture_output=True,
             text=True,
             check=False,
