@@ -9,6 +9,8 @@ page faults that cost more than the copy itself.
 
 from __future__ import annotations
 
+import threading
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +19,8 @@ from framebus.letterbox import PAD_VALUE, Letterbox
 from framebus.messages import TensorLayout
 
 U8 = npt.NDArray[np.uint8]
+AREA_STRIP_ROWS = 64  # output rows per box-filter strip: a 1080p luma strip's scratch is 368 KB
+_scratch = threading.local()
 
 
 class LetterboxBuffer:
@@ -92,9 +96,9 @@ class LetterboxBuffer:
         y_dst = flat[: ew * eh].reshape(eh, ew)
         u_dst = flat[ew * eh : ew * eh + quarter].reshape(eh // 2, ew // 2)
         v_dst = flat[ew * eh + quarter :].reshape(eh // 2, ew // 2)
-        cv2.resize(y, (ew, eh), dst=y_dst, interpolation=cv2.INTER_AREA)
-        cv2.resize(u, (ew // 2, eh // 2), dst=u_dst, interpolation=cv2.INTER_AREA)
-        cv2.resize(v, (ew // 2, eh // 2), dst=v_dst, interpolation=cv2.INTER_AREA)
+        area_resize(y, y_dst)
+        area_resize(u, u_dst)
+        area_resize(v, v_dst)
         window = self._window(lb)
         if (ew, eh) == (rw, rh):
             cv2.cvtColor(self._i420, cv2.COLOR_YUV2RGB_I420, dst=window)
@@ -109,6 +113,42 @@ class LetterboxBuffer:
     def _to_layout(self) -> None:
         if self.chw is not None:
             np.copyto(self.chw, self.hwc.transpose(2, 0, 1))
+
+
+def area_resize(src: U8, dst: U8) -> None:
+    """Resize the plane `src` into `dst` exactly as OpenCV's INTER_AREA does, faster when it can.
+
+    For a whole odd factor k >= 3 (1080p to a 640 model's 360 rows: k = 3), INTER_AREA's output
+    pixel is the rounded mean of a k x k block, which is a k x k box filter read at the block's
+    centre: same pixels (even factors round ties differently, so they keep INTER_AREA). OpenCV's
+    box filter is vectorised and its area resize at k = 3 is not: 0.36 against 0.92 ms for a
+    1080p luma plane (docs/benchmarks.md). Filtered in strips of rows, so the scratch is small.
+    """
+    (h, w), (dh, dw) = src.shape[:2], dst.shape[:2]
+    k = h // dh if dh else 0
+    if k < 3 or k % 2 == 0 or (h, w) != (k * dh, k * dw):
+        cv2.resize(src, (dw, dh), dst=dst, interpolation=cv2.INTER_AREA)
+        return
+    rows = min(dh, AREA_STRIP_ROWS)
+    scratch = _box_scratch(rows * k * w)
+    centre = k // 2
+    for top in range(0, dh, rows):
+        bottom = min(dh, top + rows)
+        strip = src[top * k : bottom * k]
+        filtered = scratch[: strip.size].reshape(strip.shape)
+        # Each sampled centre's window lies inside its own block, so the strip's edges (where the
+        # border rule applies) never reach a pixel that is read.
+        cv2.boxFilter(strip, -1, (k, k), dst=filtered, borderType=cv2.BORDER_REPLICATE)
+        dst[top:bottom] = filtered[centre::k, centre::k]
+
+
+def _box_scratch(size: int) -> U8:
+    """The calling thread's scratch for `area_resize` (a camera letterboxes on one thread)."""
+    held: U8 | None = getattr(_scratch, "box", None)
+    if held is None or held.size < size:
+        held = np.empty(size, dtype=np.uint8)
+        _scratch.box = held
+    return held
 
 
 def plane(data: memoryview | bytes, height: int, width: int, line_size: int) -> U8:

@@ -4,7 +4,7 @@ import pytest
 
 from framebus.letterbox import PAD_VALUE
 from framebus.messages import TensorLayout
-from framebus_decoder.preprocess import LetterboxBuffer
+from framebus_decoder.preprocess import AREA_STRIP_ROWS, LetterboxBuffer, area_resize, plane
 
 
 def scene(w: int, h: int) -> np.ndarray:
@@ -52,3 +52,36 @@ def test_letterbox_when_chw_layout_then_planar_copy_of_hwc() -> None:
     buf.fill_rgb(scene(640, 360))
     assert buf.shape == (3, 320, 320)
     assert (buf.tensor == buf.hwc.transpose(2, 0, 1)).all()
+
+
+@pytest.mark.parametrize(
+    ("src_hw", "dst_hw"),
+    [
+        ((1080, 1920), (360, 640)),  # 1080p luma to a 640 model: the box-filter path, k = 3
+        ((540, 960), (180, 320)),  # its chroma planes
+        ((5 * 70, 5 * 33), (70, 33)),  # k = 5, rows not a whole number of strips
+        ((720, 1280), (360, 640)),  # k = 2: OpenCV's own (vectorised) path
+        ((2160, 3840), (360, 640)),  # k = 6, even: rounds ties unlike INTER_AREA, so INTER_AREA
+        ((1080, 1920), (333, 592)),  # no whole factor
+    ],
+)
+def test_area_resize_when_any_factor_then_same_pixels_as_inter_area(
+    src_hw: tuple[int, int], dst_hw: tuple[int, int]
+) -> None:
+    rng = np.random.default_rng(3)
+    h, w = src_hw
+    # A decoded plane: rows padded to a wider line size, read through the zero-copy view.
+    padded = rng.integers(0, 256, (h, w + 32), dtype=np.uint8)
+    src = plane(padded.tobytes(), h, w, w + 32)
+    dst = np.zeros(dst_hw, np.uint8)
+    area_resize(src, dst)
+    expected = cv2.resize(src, dst_hw[::-1], interpolation=cv2.INTER_AREA)
+    assert (dst == expected).all()
+
+
+def test_area_resize_when_taller_than_one_strip_then_every_strip_written() -> None:
+    k, rows = 3, 2 * AREA_STRIP_ROWS + 5
+    src = np.random.default_rng(4).integers(0, 256, (k * rows, k * 40), dtype=np.uint8)
+    dst = np.full((rows, 40), 7, np.uint8)
+    area_resize(src, dst)
+    assert (dst == cv2.resize(src, (40, rows), interpolation=cv2.INTER_AREA)).all()
