@@ -33,9 +33,12 @@ stall, such as a detections ProduceRequest the broker answered late).
 
 So that a machine that speeds up or slows down during a run (other jobs) favours neither side,
 the inferencer side measures its baseline before and after the drain and uses their mean, and the
-decoder side alternates the two in short rounds (4 per run), summing each side's time.
+decoder side alternates the two in short rounds (4 per run), summing each side's time. Each side
+starts with `--warm-up` runs (2) that are printed but not counted: on a freshly started broker the
+JVM's JIT compiler took 20-40 % of a core through the first few drains (perf), time the CPU-bound
+framebus side lost and the baseline, which leaves a core idle, did not.
 
-    python bench/capacity.py [--frames 960] [--cameras 16] [--runs 3] [--max-batch 16]
+    python bench/capacity.py [--frames 960] [--cameras 16] [--runs 3] [--warm-up 2] [--max-batch 16]
         [--bootstrap 127.0.0.1:29092] [--side inferencer|decoder|both] [--json out.json]
 """
 
@@ -89,6 +92,7 @@ from framebus_tools.testmodels import near_free_model
 SIZE = 640
 SOURCE = (1920, 1080)
 GOAL = 0.80
+WARM_UP_RUNS = 2  # uncounted runs first: a fresh broker JIT-compiles through its first drains
 IMAGES = 4  # distinct prepared tensors, reused: content does not change any cost measured here
 
 
@@ -533,11 +537,18 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
         f" {'CPU ms/frame bare, framebus':>28} {'faults/frame':>13} {'batch':>5} {'gap ms':>6}"
         "  check"
     )
-    for run in range(args.runs):
+    for run in range(-args.warm_up, args.runs):
         (before, after), result = inferencer_run(args, kafka, model, workdir)
         base = (before["rate"] + after["rate"]) / 2
         base_cpu = (cpu_ms_per_frame(before) + cpu_ms_per_frame(after)) / 2
         note = result.note(args.frames)
+        if run < 0:
+            print(
+                f"{warm_up_label(run, args.warm_up):>3} {base:>33.1f} {result.rate:>13.1f} "
+                f"{result.rate / base:>6.2f}  warm-up, not counted",
+                flush=True,
+            )
+            continue
         side.base.append(base)
         side.framebus.append(result.rate)
         side.base_cpu.append(base_cpu)
@@ -710,7 +721,7 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
     print(f"{'run':>3} {'bare producer f/s':>18} {'framebus f/s':>13} {'ratio':>6}")
     rounds = max(1, args.rounds)
     chunk = [args.frames // rounds + (r < args.frames % rounds) for r in range(rounds)]
-    for run in range(args.runs):
+    for run in range(-args.warm_up, args.runs):
         # The broker's ingest on a shared machine swings by 2-4x within seconds (page-cache
         # writeback of 1.2 GB per side), so the two sides take turns in short rounds, in
         # alternating order, and each side's rate is its frames over its summed time.
@@ -731,6 +742,13 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
                 delete_topics(kafka, t)
         base, fb = args.frames / spent[0], args.frames / spent[1]
         note = "" if counts == [args.frames] * 2 else f"records on the topics: {counts}"
+        if run < 0:
+            print(
+                f"{warm_up_label(run, args.warm_up):>3} {base:>18.1f} {fb:>13.1f} {fb / base:>6.2f}  "
+                "warm-up, not counted",
+                flush=True,
+            )
+            continue
         side.base.append(base)
         side.framebus.append(fb)
         side.notes.append(note)
@@ -739,6 +757,11 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def warm_up_label(run: int, warm_up: int) -> str:
+    """`w1`, `w2`, ... for the warm-up runs (run -warm_up up to -1)."""
+    return f"w{run + warm_up + 1}"
 
 
 def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
@@ -810,6 +833,13 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=960, help="frames per run (>= 960)")
     parser.add_argument("--cameras", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=WARM_UP_RUNS,
+        help="runs of each side before the counted ones, printed but not counted (the broker's "
+        "JIT compiles the paths they use)",
+    )
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument(
         "--rounds", type=int, default=4, help="decoder side: alternating rounds per run"
