@@ -79,6 +79,13 @@ def test_area_resize_when_any_factor_then_same_pixels_as_inter_area(
     assert (dst == expected).all()
 
 
+def test_area_resize_when_rgb_then_same_pixels_as_inter_area() -> None:
+    rgb = np.random.default_rng(5).integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    window = np.zeros((640, 640, 3), np.uint8)[140:500]  # a letterbox window: rows of a buffer
+    area_resize(rgb, window)
+    assert (window == cv2.resize(rgb, (640, 360), interpolation=cv2.INTER_AREA)).all()
+
+
 def test_area_resize_when_taller_than_one_strip_then_every_strip_written() -> None:
     k, rows = 3, 2 * AREA_STRIP_ROWS + 5
     src = np.random.default_rng(4).integers(0, 256, (k * rows, k * 40), dtype=np.uint8)
