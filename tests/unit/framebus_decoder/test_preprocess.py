@@ -4,7 +4,7 @@ import pytest
 
 from framebus.letterbox import PAD_VALUE
 from framebus.messages import TensorLayout
-from framebus_decoder.preprocess import AREA_STRIP_ROWS, LetterboxBuffer, area_resize, plane
+from framebus_decoder.preprocess import AREA_SCRATCH_BYTES, LetterboxBuffer, area_resize, plane
 
 
 def scene(w: int, h: int) -> np.ndarray:
@@ -87,8 +87,9 @@ def test_area_resize_when_rgb_then_same_pixels_as_inter_area() -> None:
 
 
 def test_area_resize_when_taller_than_one_strip_then_every_strip_written() -> None:
-    k, rows = 3, 2 * AREA_STRIP_ROWS + 5
-    src = np.random.default_rng(4).integers(0, 256, (k * rows, k * 40), dtype=np.uint8)
-    dst = np.full((rows, 40), 7, np.uint8)
+    k, width = 3, 640
+    rows = 2 * AREA_SCRATCH_BYTES // (k * k * width) + 5  # two full strips and a short one
+    src = np.random.default_rng(4).integers(0, 256, (k * rows, k * width), dtype=np.uint8)
+    dst = np.full((rows, width), 7, np.uint8)
     area_resize(src, dst)
-    assert (dst == cv2.resize(src, (40, rows), interpolation=cv2.INTER_AREA)).all()
+    assert (dst == cv2.resize(src, (width, rows), interpolation=cv2.INTER_AREA)).all()
