@@ -1,11 +1,15 @@
 """Decoder benchmark: PyAV decode-only vs framebus decode+sample+letterbox+publish to real Kafka.
 
     .venv/bin/python bench/decoder.py --bootstrap 127.0.0.1:29092
+    .venv/bin/python bench/decoder.py --letterbox-only [--letterbox-threads 16]
+        [--area-scratch-bytes N]
 
 Prints, from one run on one generated 1080p H.264 file: PyAV decode-only fps (the same-run
 baseline), framebus fps publishing every frame to a fresh topic on a real broker, their ratio
-(goal >= 0.80), the letterbox alternatives, the bytes per frame on the wire and CPU cost of each
-compression choice, and how many 1080p25 cameras one core decodes at target_fps 5.
+(goal >= 0.80), the letterbox alternatives on one thread and the kept path's CPU per frame with
+16 threads letterboxing at once (a decoder's cameras), the bytes per frame on the wire and CPU
+cost of each compression choice, and how many 1080p25 cameras one core decodes at target_fps 5.
+`--letterbox-only` prints just the letterbox figures, without a broker.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from framebus.compression import compress, decompress
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Compression, TensorLayout
-from framebus_decoder import service
+from framebus_decoder import preprocess, service
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.settings import DecoderSettings, DecodeThreading
 from framebus_decoder.source import letterbox_frame
@@ -156,6 +160,28 @@ def letterbox_alternatives(frames: list[Any]) -> dict[str, float]:
     return out
 
 
+def threaded_letterbox_cpu_ms(frames: list[Any], threads: int, per_thread: int = 60) -> float:
+    """CPU ms per frame with `threads` threads letterboxing at once, as a decoder's cameras do.
+
+    One thread's time (above) leaves out what many do to each other: GIL hand-overs between
+    OpenCV calls, cache sharing. Process CPU (user + system) over the frames all threads did.
+    """
+
+    def camera(offset: int) -> None:
+        buf = LetterboxBuffer(640, 640)
+        for i in range(per_thread):
+            letterbox_frame(frames[(offset + i) % len(frames)], buf)
+
+    camera(0)  # warm the caches; each thread still makes its buffer and scratch, as a camera does
+    workers = [threading.Thread(target=camera, args=(t,)) for t in range(threads)]
+    cpu0 = time.process_time()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return (time.process_time() - cpu0) / (threads * per_thread) * 1000
+
+
 def compression_table(frames: list[Any]) -> list[tuple[str, float, float, float]]:
     enc = FrameEncoder()
     buf = LetterboxBuffer(640, 640)
@@ -213,6 +239,18 @@ def interleaved_runs(
     return runs, n
 
 
+def letterbox_figures(video: Path, threads: int) -> list[Any]:
+    """Print the letterbox alternatives (one thread) and the kept path's CPU with many threads."""
+    with av.open(str(video)) as c:
+        frames = [f for _, f in zip(range(60), c.decode(video=0), strict=False)]
+    print("\nletterbox 1920x1080 -> 640x640 uint8, ms per frame (one thread):")
+    for name, ms in letterbox_alternatives(frames).items():
+        print(f"  {name:<40} {ms:8.3f}")
+    cpu_ms = threaded_letterbox_cpu_ms(frames, threads)
+    print(f"  {f'kept path, {threads} threads at once, CPU':<40} {cpu_ms:8.3f}")
+    return frames
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:29092")
@@ -220,7 +258,24 @@ def main() -> None:
     parser.add_argument("--video", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=Path("bench-output"))
     parser.add_argument("--runs", type=int, default=3, help="interleaved runs per figure (median)")
+    parser.add_argument(
+        "--letterbox-threads", type=int, default=16, help="threads letterboxing at once"
+    )
+    parser.add_argument(
+        "--letterbox-only",
+        action="store_true",
+        help="only the letterbox figures (no broker needed)",
+    )
+    parser.add_argument(
+        "--area-scratch-bytes",
+        type=int,
+        default=None,
+        help="area_resize's box-filter scratch per thread (default: the service's), to compare "
+        "strip sizes",
+    )
     args = parser.parse_args()
+    if args.area_scratch_bytes:
+        preprocess.AREA_SCRATCH_BYTES = args.area_scratch_bytes
     video = args.video or args.out / f"textured-1080p-{args.frames}.mp4"
     if not video.exists():
         print(f"generating {video} (1920x1080 H.264, 25 fps, {args.frames} frames) ...")
@@ -231,6 +286,9 @@ def main() -> None:
     print("command:", " ".join(["python", *sys.argv]))
     machine = machine_info("CPUExecutionProvider")
     print(f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}")
+    if args.letterbox_only:
+        letterbox_figures(video, args.letterbox_threads)
+        return
     decode_only(video, "AUTO")  # warm the file cache
     runs, n = interleaved_runs(video, kafka, args.runs)
     base_auto, base_none, fb5, fb_all = (
@@ -248,11 +306,7 @@ def main() -> None:
     print(f"framebus, every frame letterboxed and published:  {fb_all:8.1f} fps")
     print(f"ratio, every frame (worst case):                  {fb_all / base_auto:8.2f}")
 
-    with av.open(str(video)) as c:
-        frames = [f for _, f in zip(range(60), c.decode(video=0), strict=False)]
-    print("\nletterbox 1920x1080 -> 640x640 uint8, ms per frame (one thread):")
-    for name, ms in letterbox_alternatives(frames).items():
-        print(f"  {name:<40} {ms:8.3f}")
+    frames = letterbox_figures(video, args.letterbox_threads)
 
     print("\ncompression of the 640x640x3 tensor (frame record bytes on the wire):")
     print(f"  {'codec':<6} {'bytes/frame':>12} {'compress ms':>12} {'decompress ms':>14}")

@@ -21,8 +21,8 @@ from framebus.messages import TensorLayout
 U8 = npt.NDArray[np.uint8]
 # Box-filter scratch per letterboxing thread: 1080p luma in two strips, chroma in one. With 16
 # threads letterboxing at once, fewer and larger calls (each hands the GIL over) cost less CPU
-# than strips of 64 rows: 1.18-1.37 against 1.27-1.74 ms a frame, taking turns on a noisy host;
-# a whole plane per call (2 MB of scratch) was no clearer a gain.
+# than strips of 64 rows (`bench/decoder.py --letterbox-only [--area-scratch-bytes N]`,
+# docs/benchmarks.md); a whole plane per call (2 MB of scratch) was no clearer a gain.
 AREA_SCRATCH_BYTES = 1 << 20
 _scratch = threading.local()
 
