@@ -29,7 +29,10 @@ jobs move less than the rates, and which says how much of the two cores each pat
 each process's minor page faults per frame over the same window (the kernel zeroing fresh pages
 for the heap), the drain's mean batch size, and the longest time between two of its batches'
 records (at about 100 batches/s a drain's batches are 10 ms apart: a gap of 40 ms or more is a
-stall, such as a detections ProduceRequest the broker answered late).
+stall, such as a detections ProduceRequest the broker answered late), and what else ran over each
+side's window, in cores: the local broker (its `kafka.Kafka` process) and the rest of the host's
+busy CPU (`/proc/stat`, steal included). framebus is CPU-bound on two cores and the baseline is
+not, so whatever else runs comes out of framebus's rate: a slow run shows it in those columns.
 
 So that a machine that speeds up or slows down during a run (other jobs) favours neither side,
 the inferencer side measures its baseline before and after the drain and uses their mean, and the
@@ -111,6 +114,11 @@ class Side:
     framebus_faults: list[float] = field(default_factory=list)
     # the longest time between two of a drain's batches (inferencer side only)
     framebus_gaps_ms: list[float] = field(default_factory=list)
+    # what else ran over each side's window, in cores: the local broker, and the rest of the host
+    base_broker: list[float] = field(default_factory=list)
+    framebus_broker: list[float] = field(default_factory=list)
+    base_rest: list[float] = field(default_factory=list)
+    framebus_rest: list[float] = field(default_factory=list)
 
     def ratios(self) -> list[float]:
         """framebus / baseline of each run."""
@@ -243,6 +251,9 @@ class Consumed:
     frames: int  # records counted (the first batch's are not)
     cpu_s: float  # user + system CPU seconds of the process
     minflt: int  # minor page faults of the process
+    window_s: float  # from the first batch to the last
+    host_s: float  # the host's busy CPU seconds over that window (all processes)
+    broker_s: float  # the local broker's CPU seconds over that window
 
 
 def bare_consume(
@@ -266,6 +277,8 @@ def bare_consume(
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = 0.0
     start = resource.getrusage(resource.RUSAGE_SELF)  # reset at the first batch
+    brokers = broker_pids()
+    host0 = host_usage(brokers)
     deadline = time.monotonic() + 120
     while got < frames:
         if time.monotonic() > deadline:
@@ -279,9 +292,11 @@ def bare_consume(
         if not got:
             t0, first_n = time.perf_counter(), len(good)
             start = resource.getrusage(resource.RUSAGE_SELF)
+            host0 = host_usage(brokers)
         got += len(good)
         t1 = time.perf_counter()
     end = resource.getrusage(resource.RUSAGE_SELF)
+    host1 = host_usage(brokers)
     wrapper.close()
     assert nbytes > 1_200_000 * frames, nbytes
     return Consumed(
@@ -289,6 +304,9 @@ def bare_consume(
         frames=got - first_n,
         cpu_s=end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
         minflt=end.ru_minflt - start.ru_minflt,
+        window_s=t1 - t0,
+        host_s=host1[0] - host0[0],
+        broker_s=host1[1] - host0[1],
     )
 
 
@@ -307,6 +325,8 @@ class Drain:
     faults_per_frame: float  # its minor page faults per frame, over the same window
     mean_batch: float  # frames per inference batch, averaged over the frames
     longest_gap_ms: float  # the longest time between two batches' records: a stall, if long
+    broker_cores: float  # the local broker's CPU over the rate's window, in cores
+    rest_cores: float  # the host's other busy CPU (neither the inferencer nor the broker)
 
     def note(self, frames: int) -> str:
         """'' when every frame has exactly one INFERRED record and no box, else what is wrong."""
@@ -355,8 +375,10 @@ def inferencer_env(
 
 
 CPU_SAMPLE_S = 0.05
-# (wall-clock s, the process's user + system CPU s, its minor page faults)
-UsageSamples = list[tuple[float, float, int]]
+CORES = os.cpu_count() or 1
+# (wall-clock s, the process's user + system CPU s, its minor page faults, the host's busy CPU s,
+# the local broker's CPU s)
+UsageSamples = list[tuple[float, float, int, float, float]]
 
 
 def process_usage(pid: int) -> tuple[float, int] | None:
@@ -372,21 +394,52 @@ def process_usage(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
 
-def usage_between(samples: UsageSamples, t0: float, t1: float) -> tuple[float, float]:
-    """CPU seconds and minor faults between wall-clock times t0 and t1, interpolated.
+def broker_pids() -> list[int]:
+    """The local Kafka brokers' processes (`framebus kafka start` runs kafka.Kafka); [] if none."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            if b"kafka.Kafka" in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+    return pids
 
-    nan for both if the samples do not cover that window.
+
+def host_usage(brokers: list[int]) -> tuple[float, float]:
+    """Busy CPU seconds of the whole host (all cores, not idle or iowait) and of the brokers.
+
+    With each process's own CPU, this says what else ran during a window: a run slowed by other
+    work on the host shows more of it (the broker's share, and the rest) than its neighbours.
+    """
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # Busy is what was not idle (fields 3 and 4, idle and iowait, which the kernel measures exactly
+    # where it samples the busy states by timer tick), steal included: time the host's other
+    # tenants took.
+    idle = (fields[3] + fields[4]) / os.sysconf("SC_CLK_TCK")
+    busy = time.time() * CORES - idle
+    broker = 0.0
+    for pid in brokers:
+        usage = process_usage(pid)
+        broker += usage[0] if usage is not None else 0.0
+    return busy, broker
+
+
+def usage_between(samples: UsageSamples, t0: float, t1: float) -> tuple[float, float, float, float]:
+    """CPU s, minor faults, host busy CPU s and broker CPU s between t0 and t1, interpolated.
+
+    nan for all if the samples do not cover that window.
     """
     if len(samples) < 2 or not samples[0][0] <= t0 <= t1 <= samples[-1][0]:
-        return float("nan"), float("nan")
-    times = [t for t, _, _ in samples]
-    cpus = [c for _, c, _ in samples]
-    faults = [f for _, _, f in samples]
+        nan = float("nan")
+        return nan, nan, nan, nan
+    times = [s[0] for s in samples]
 
-    def between(values: list[Any]) -> float:
+    def between(column: int) -> float:
+        values = [s[column] for s in samples]
         return float(np.interp(t1, times, values) - np.interp(t0, times, values))
 
-    return between(cpus), between(faults)
+    return between(1), between(2), between(3), between(4)
 
 
 def run_inferencer(
@@ -402,6 +455,7 @@ def run_inferencer(
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         command = [py_spy, "record", "--format", "raw", "-o", str(profile), "--", *command]
     samples: UsageSamples = []
+    brokers = broker_pids()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(  # noqa: S603 - our own entry point
             command, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -413,7 +467,7 @@ def run_inferencer(
                 raise subprocess.TimeoutExpired(command, timeout_s)
             usage = process_usage(proc.pid) if profile is None else None
             if usage is not None:
-                samples.append((time.time(), *usage))
+                samples.append((time.time(), *usage, *host_usage(brokers)))
             time.sleep(CPU_SAMPLE_S)
     return proc.returncode, samples
 
@@ -467,7 +521,7 @@ def framebus_drain(
     first_batch = max(1, dets[0][1].batch_size)
     span_s = max(last_ms - first_ms, 1) / 1000
     counted = len(dets) - first_batch
-    cpu_s, faults = usage_between(usage, first_ms / 1000, last_ms / 1000)
+    cpu_s, faults, host_s, broker_s = usage_between(usage, first_ms / 1000, last_ms / 1000)
     return Drain(
         rate=counted / span_s,
         records=len(dets),
@@ -480,6 +534,8 @@ def framebus_drain(
         faults_per_frame=faults / counted,
         mean_batch=statistics.fmean(d.batch_size for _, d in dets),
         longest_gap_ms=max((b[0] - a[0] for a, b in itertools.pairwise(dets)), default=0),
+        broker_cores=broker_s / span_s,
+        rest_cores=(host_s - cpu_s - broker_s) / span_s,
     )
 
 
@@ -523,6 +579,13 @@ def faults_per_frame(consumed: dict[str, float]) -> float:
     return consumed["minflt"] / consumed["frames"]
 
 
+def others_cores(consumed: dict[str, float]) -> tuple[float, float]:
+    """The broker's and the rest of the host's CPU over a bare consumer's window, in cores."""
+    window = consumed["window_s"]
+    broker = consumed["broker_s"] / window
+    return broker, (consumed["host_s"] - consumed["cpu_s"]) / window - broker
+
+
 def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Path) -> Side:
     """`runs` runs of `inferencer_run`; print each run's figures."""
     model = workdir / "near-free-640.onnx"
@@ -535,7 +598,7 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
     print(
         f"{'run':>3} {'bare consumer f/s (before/after)':>33} {'framebus f/s':>13} {'ratio':>6}"
         f" {'CPU ms/frame bare, framebus':>28} {'faults/frame':>13} {'batch':>5} {'gap ms':>6}"
-        "  check"
+        f" {'broker cores':>12} {'rest cores':>11}  check"
     )
     for run in range(-args.warm_up, args.runs):
         (before, after), result = inferencer_run(args, kafka, model, workdir)
@@ -559,12 +622,19 @@ def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Pat
         side.base_faults.append(base_faults)
         side.framebus_faults.append(result.faults_per_frame)
         side.framebus_gaps_ms.append(result.longest_gap_ms)
+        (broker_b, rest_b), (broker_a, rest_a) = others_cores(before), others_cores(after)
+        side.base_broker.append((broker_b + broker_a) / 2)
+        side.base_rest.append((rest_b + rest_a) / 2)
+        side.framebus_broker.append(result.broker_cores)
+        side.framebus_rest.append(result.rest_cores)
         cpu = f"{base_cpu:.2f}, {result.cpu_ms_per_frame:.2f}"
         faults = f"{base_faults:.0f}, {result.faults_per_frame:.0f}"
+        broker = f"{side.base_broker[-1]:.2f}, {result.broker_cores:.2f}"
+        rest = f"{side.base_rest[-1]:.2f}, {result.rest_cores:.2f}"
         print(
             f"{run + 1:>3} {rates:>33} {result.rate:>13.1f} {result.rate / base:>6.2f} {cpu:>28}"
-            f" {faults:>13} {result.mean_batch:>5.1f} {result.longest_gap_ms:>6.0f}  "
-            f"{note or f'{result.records} records, all INFERRED, 0 boxes'}",
+            f" {faults:>13} {result.mean_batch:>5.1f} {result.longest_gap_ms:>6.0f} {broker:>12}"
+            f" {rest:>11}  {note or f'{result.records} records, all INFERRED, 0 boxes'}",
             flush=True,
         )
     if args.profile:
@@ -790,6 +860,12 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
             f"{cpu['median_baseline_faults_per_frame']:.0f} and "
             f"{cpu['median_framebus_faults_per_frame']:.0f}"
         )
+        print(
+            f"{name}: what else ran over those windows, median cores: the broker "
+            f"{statistics.median(side.base_broker):.2f} ({base_name}) and "
+            f"{statistics.median(side.framebus_broker):.2f} (framebus), the rest of the host "
+            f"{statistics.median(side.base_rest):.2f} and {statistics.median(side.framebus_rest):.2f}"
+        )
     return {
         **cpu,
         "baseline_cpu_ms_per_frame": side.base_cpu,
@@ -797,6 +873,10 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
         "baseline_faults_per_frame": side.base_faults,
         "framebus_faults_per_frame": side.framebus_faults,
         "framebus_longest_gap_ms": side.framebus_gaps_ms,
+        "baseline_broker_cores": side.base_broker,
+        "framebus_broker_cores": side.framebus_broker,
+        "baseline_rest_cores": side.base_rest,
+        "framebus_rest_cores": side.framebus_rest,
         "baseline_fps": side.base,
         "framebus_fps": side.framebus,
         "ratios": side.ratios(),

@@ -15,6 +15,9 @@ On one process, batch 16 of 640x640 frames, medians of `--runs` timings:
 - candidate filter: after each engine call (the head just written, as in the pipeline), the
   anchors any class of which reaches the threshold found by a compare and an OR down the class
   rows (what `Decoder` does) against numpy's max over the class rows (what it did before);
+- head size and the cache: the engine and the candidate filter at batch 4 against batch 16, per
+  frame: a batch-4 head (10.8 MB) stays in this VM's 32 MiB L3 for the filter, a batch-16 one
+  (43 MB) does not;
 - score filter: each anchor's best class score taken inside the graph (a ReduceMax appended to
   the near-free model, head kept as an output) against the same run plus numpy's max over the
   class rows (what `Decoder` did before the candidate filter above);
@@ -51,6 +54,7 @@ from framebus_tools.testmodels import near_free_model, yolov8n_like_model
 
 BATCH = 16
 SIZE = 640
+SMALL_BATCH = 4  # a head of 4 frames (10.8 MB) fits the L3 (32 MiB here); one of 16 (43 MB) not
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -190,6 +194,7 @@ def engine_and_decode(
             f"ms/frame; framebus / alone = {t_engine / t_bare:.2f}"
         )
         outputs = engine.infer(batch)
+        head_mb = outputs[0][0].nbytes / 1e6
         decoder = Decoder(engine.info.head)
         t_decode = median_ms(lambda: decoder.decode(outputs, BATCH), runs)
         print(
@@ -213,6 +218,25 @@ def engine_and_decode(
             f"{(t_any - t_engine) / BATCH:.3f} ms/frame, max over the class rows "
             f"{(t_max - t_engine) / BATCH:.3f} ms/frame (each less the engine call); any / max "
             f"= {(t_any - t_engine) / (t_max - t_engine):.2f}"
+        )
+        small = batch[:SMALL_BATCH]
+        t_small = median_ms(lambda: engine.infer(small), runs)
+
+        def small_then_filter() -> object:
+            head = engine.infer(small)[0]
+            return [
+                np.flatnonzero(np.greater_equal(head[i, 4:], 0.25).any(axis=0))
+                for i in range(SMALL_BATCH)
+            ]
+
+        t_small_any = median_ms(small_then_filter, runs)
+        per16 = (t_any - t_engine) / BATCH
+        per4 = (t_small_any - t_small) / SMALL_BATCH
+        print(
+            f"head size and the cache: engine + candidate filter at batch {SMALL_BATCH} (a "
+            f"{SMALL_BATCH * head_mb:.1f} MB head) {t_small / SMALL_BATCH:.3f} + {per4:.3f} "
+            f"ms/frame, at batch {BATCH} ({BATCH * head_mb:.1f} MB) {t_engine / BATCH:.3f} + "
+            f"{per16:.3f}; filter at {SMALL_BATCH} / at {BATCH} = {per4 / per16:.2f}"
         )
 
 
