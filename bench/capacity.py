@@ -409,6 +409,8 @@ def broker_pids() -> list[int]:
 def host_usage(brokers: list[int]) -> tuple[float, float]:
     """Busy CPU seconds of the whole host (all cores, not idle or iowait) and of the brokers.
 
+    Both are counters: only the difference between two readings means anything.
+
     With each process's own CPU, this says what else ran during a window: a run slowed by other
     work on the host shows more of it (the broker's share, and the rest) than its neighbours.
     """
