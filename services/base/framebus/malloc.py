@@ -18,6 +18,9 @@ bytes of room); it only reserves address space when the heap grows.
 The cost is resident memory: up to `trim_threshold_bytes` of freed heap per malloc arena, and the
 heaps a thread's arena once needed, are kept instead of returned. See docs/benchmarks.md
 ("glibc's heap kept for the next record", "thread heaps kept").
+
+With the heap kept, `pre_touch` lets a thread fault in, at start-up, the heap its records will
+reach under a backlog, so the first frames do not pay for it (JVM's AlwaysPreTouch, per thread).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import logging
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
+
+# Whether keep_freed_heap took effect in this process (mallopt's settings are process-wide).
+_heap = {"kept": False}
 
 # mallopt parameters, from glibc's malloc.h
 M_TRIM_THRESHOLD = -1
@@ -70,7 +76,25 @@ def keep_freed_heap(trim_threshold_bytes: int) -> bool:
             trim_threshold_bytes,
             TOP_PAD_BYTES,
         )
+    _heap["kept"] = applied
     return applied
+
+
+def pre_touch(total_bytes: int, block_bytes: int) -> int:
+    """Fault in `total_bytes` of this thread's malloc arena, then free it; return bytes touched.
+
+    Blocks of `block_bytes` (a record's size) are allocated through Python's allocator, as
+    record values are, each written whole, and freed: with the heap kept (`keep_freed_heap`)
+    their pages stay mapped for the buffers this thread allocates next. Without it the blocks
+    would go straight back to the kernel, so nothing is done (0).
+    """
+    if not _heap["kept"] or total_bytes <= 0 or block_bytes <= 0:
+        return 0
+    # bytearray(n) writes its n zero bytes, so every page is faulted in here, not mid-stream.
+    held = [bytearray(block_bytes) for _ in range(-(-total_bytes // block_bytes))]
+    touched = len(held) * block_bytes
+    del held
+    return touched
 
 
 def _mallopt() -> Callable[[int, int], int] | None:

@@ -69,3 +69,57 @@ def test_keep_freed_heap_when_zero_then_nothing_is_changed() -> None:
 
 def test_trim_threshold_default_when_compared_then_holds_a_fetch_response_and_a_batch() -> None:
     assert MALLOC_TRIM_THRESHOLD_BYTES >= 16 * 1024 * 1024 + 16 * 1_228_800
+
+
+# In a fresh process with the heap kept: a new thread (its own malloc arena, as the receive
+# thread's) optionally pre-touches 32 records' worth, then holds 16 record-sized buffers; print
+# what pre_touch returned and the minor page faults the thread took while making the 16.
+TOUCH_PROBE = textwrap.dedent(
+    """
+    import resource, sys, threading
+    from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap, pre_touch
+
+    RECORD = 1_228_800
+    if sys.argv[1] != "default":
+        assert keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
+    out = []
+
+    def receive_thread():
+        touched = pre_touch(32 * RECORD, RECORD) if sys.argv[1] != "keep-only" else 0
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        batch = [bytearray(RECORD) for _ in range(16)]
+        out.append((touched, resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before))
+        del batch
+
+    t = threading.Thread(target=receive_thread)
+    t.start()
+    t.join()
+    print(*out[0])
+    """
+)
+
+
+def _touch_probe(mode: str) -> tuple[int, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", TOUCH_PROBE, mode], capture_output=True, text=True, check=True
+    ).stdout
+    touched, faults = (int(x) for x in out.split())
+    return touched, faults
+
+
+def test_pre_touch_when_heap_kept_then_a_threads_next_records_take_no_fresh_pages() -> None:
+    touched, faults = _touch_probe("touch")
+    assert touched == 32 * 1_228_800
+    # Without it the same 16 buffers fault in every page (checked below); with it, a handful.
+    assert faults < 16 * 1_228_800 // 4096 // 10
+
+
+def test_pre_touch_when_not_done_then_a_threads_first_records_fault_their_pages_in() -> None:
+    touched, faults = _touch_probe("keep-only")
+    assert touched == 0
+    assert faults >= 16 * 1_228_800 // 4096 * 9 // 10
+
+
+def test_pre_touch_when_heap_not_kept_then_nothing_is_touched() -> None:
+    touched, _faults = _touch_probe("default")
+    assert touched == 0  # the blocks would only be unmapped again

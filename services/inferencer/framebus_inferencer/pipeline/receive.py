@@ -4,6 +4,12 @@ It waits for the first record of a batch and then takes, without waiting, whatev
 client has already fetched: `consume(n, timeout)` alone would hold the first frame until `n`
 arrived or the timeout passed. The tensor is not copied out of the record (a view), so the only
 copy of a frame after the fetch is the engine's into its bound input buffer.
+
+The record values confluent-kafka makes live in this thread's malloc arena. Under a backlog it
+holds the batcher's capacity of them plus the two batches past it (queued for and in the infer
+thread): about 120 MB at max_batch 16. Faulting that heap in mid-stream cost a 960-frame drain
+some 28k page faults, 0.08 ms of CPU a frame (docs/benchmarks.md), so the thread writes it once
+at start-up, while the engine warms up (`framebus.malloc.pre_touch`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from framebus.codec import FrameCodec
 from framebus.compression import decompress
 from framebus.errors import CodecError
 from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.malloc import pre_touch
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
 from framebus_inferencer.pipeline.commit import Committer
 from framebus_inferencer.pipeline.shared import (
@@ -42,6 +49,11 @@ log = logging.getLogger(__package__)  # one logger for the three stages
 IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop latency
 LAG_EVERY_S = 5.0  # how often the receive thread reads watermarks and positions for the lag
 REVOKE_DRAIN_S = 30.0  # longest wait for batches in flight before giving partitions up
+
+
+def backlog_heap_bytes(capacity: int, max_batch: int, frame_bytes: int) -> int:
+    """Record bytes the receive thread holds under a backlog: the batcher full, two batches on."""
+    return (capacity + 2 * max_batch) * frame_bytes
 
 
 class Receiver:
@@ -83,6 +95,12 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         sh = self.shared
+        frame_bytes = int(np.prod(self.frame_shape))
+        touched = pre_touch(
+            backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
+        )
+        if touched:
+            log.info("receive heap written ahead of the first frame", extra={"bytes": touched})
         sh.warmed.wait()  # no partitions are taken (and no frame waits) before both are ready
         sh.publisher_ready.wait()
         if sh.failures:
