@@ -7,9 +7,9 @@ copy of a frame after the fetch is the engine's into its bound input buffer.
 
 The record values confluent-kafka makes live in this thread's malloc arena. Under a backlog it
 holds the batcher's capacity of them plus the two batches past it (queued for and in the infer
-thread): about 120 MB at max_batch 16. Faulting that heap in mid-stream cost a 960-frame drain
-some 28k page faults, 0.08 ms of CPU a frame (docs/benchmarks.md), so the thread writes it once
-at start-up, while the engine warms up (`framebus.malloc.pre_touch`).
+thread): about 118 MB at max_batch 16. Faulting that heap in mid-stream cost a 960-frame drain
+some 28k page faults, about 0.06 ms of kernel time a frame (docs/benchmarks.md), so the thread
+writes it once at start-up, while the engine warms up (`framebus.malloc.pre_touch`).
 """
 
 from __future__ import annotations
