@@ -524,6 +524,7 @@ def framebus_drain(
     span_s = max(last_ms - first_ms, 1) / 1000
     counted = len(dets) - first_batch
     cpu_s, faults, host_s, broker_s = usage_between(usage, first_ms / 1000, last_ms / 1000)
+    broker_cores, rest_cores = others(host_s, cpu_s, broker_s, span_s)
     return Drain(
         rate=counted / span_s,
         records=len(dets),
@@ -536,8 +537,8 @@ def framebus_drain(
         faults_per_frame=faults / counted,
         mean_batch=statistics.fmean(d.batch_size for _, d in dets),
         longest_gap_ms=max((b[0] - a[0] for a, b in itertools.pairwise(dets)), default=0),
-        broker_cores=broker_s / span_s,
-        rest_cores=(host_s - cpu_s - broker_s) / span_s,
+        broker_cores=broker_cores,
+        rest_cores=rest_cores,
     )
 
 
@@ -581,11 +582,17 @@ def faults_per_frame(consumed: dict[str, float]) -> float:
     return consumed["minflt"] / consumed["frames"]
 
 
+def others(host_s: float, own_s: float, broker_s: float, window_s: float) -> tuple[float, float]:
+    """The broker's and the rest of the host's CPU over a window, in cores.
+
+    The rest is the host's busy CPU less the measured process's own (`own_s`) and the broker's.
+    """
+    return broker_s / window_s, (host_s - own_s - broker_s) / window_s
+
+
 def others_cores(consumed: dict[str, float]) -> tuple[float, float]:
     """The broker's and the rest of the host's CPU over a bare consumer's window, in cores."""
-    window = consumed["window_s"]
-    broker = consumed["broker_s"] / window
-    return broker, (consumed["host_s"] - consumed["cpu_s"]) / window - broker
+    return others(consumed["host_s"], consumed["cpu_s"], consumed["broker_s"], consumed["window_s"])
 
 
 def inferencer_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Path) -> Side:

@@ -34,11 +34,15 @@ PROBE = textwrap.dedent(
 )
 
 
-def _probe(mode: str) -> tuple[int, int, int]:
+def _run(probe: str, mode: str) -> list[int]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe, mode], capture_output=True, text=True, check=True
     ).stdout
-    mapped, free, heap = (int(x) for x in out.split())
+    return [int(x) for x in out.split()]
+
+
+def _probe(mode: str) -> tuple[int, int, int]:
+    mapped, free, heap = _run(PROBE, mode)
     return mapped, free, heap
 
 
@@ -100,10 +104,7 @@ TOUCH_PROBE = textwrap.dedent(
 
 
 def _touch_probe(mode: str) -> tuple[int, int]:
-    out = subprocess.run(
-        [sys.executable, "-c", TOUCH_PROBE, mode], capture_output=True, text=True, check=True
-    ).stdout
-    touched, faults = (int(x) for x in out.split())
+    touched, faults = _run(TOUCH_PROBE, mode)
     return touched, faults
 
 
