@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def check_tensor(
         return f"frame dtype {frame.dtype} is not uint8"
     if frame.layout is not TensorLayout.HWC:
         return f"frame layout {frame.layout.value} is not HWC"
-    if frame.shape != expected or len(tensor) != int(np.prod(expected)):
+    if frame.shape != expected or len(tensor) != math.prod(expected):
         return (
             f"frame tensor shape {frame.shape} ({len(tensor)} B) does not match the model input "
             f"{expected} (HWC); set the decoder's input size to the model's"

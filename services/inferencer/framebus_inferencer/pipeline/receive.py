@@ -15,6 +15,7 @@ writes it once at start-up, while the engine warms up (`framebus.malloc.pre_touc
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -95,7 +96,7 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         sh = self.shared
-        frame_bytes = int(np.prod(self.frame_shape))
+        frame_bytes = math.prod(self.frame_shape)
         touched = pre_touch(
             backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
         )
