@@ -88,10 +88,6 @@ class CommitWindow:
                 return False
         return True
 
-    def half_full(self) -> bool:
-        """True if some partition holds half its limit or more: time to commit, not to wait."""
-        return any(2 * len(held) >= self.limit for held in self._open.values())
-
     def delivered(self, items: Iterable[tuple[TopicPartition, int]]) -> None:
         """These records are delivered; their commit has not returned yet."""
         for tp, offset in items:

@@ -102,12 +102,6 @@ class InferencerSettings:
         "At-least-once: at most this many delivered frames per partition whose commit has not "
         "returned, what a crash delivers again (0 = max(2 x max_batch, 32)).",
     )
-    commit_interval_ms: float = setting(
-        100.0,
-        "At-least-once: the shortest time between two offset commits, unless a partition's "
-        "commit window is half full (then at once). Fewer commits, less work for the broker's "
-        "group coordinator; a crash repeats at most the window either way (0 = no interval).",
-    )
     confidence_threshold: float = setting(0.25, "Minimum score of a reported box.")
     iou_threshold: float = setting(0.45, "IoU above which NMS suppresses a box of the same class.")
     max_detections: int = setting(300, "At most this many boxes per frame, best first.")
@@ -180,7 +174,6 @@ class InferencerSettings:
         )
         check(self.max_pending_frames >= 0, "max_pending_frames", "must be >= 0")
         check(self.max_uncommitted_frames >= 0, "max_uncommitted_frames", "must be >= 0")
-        check(self.commit_interval_ms >= 0, "commit_interval_ms", "must be >= 0")
         check(0 <= self.confidence_threshold <= 1, "confidence_threshold", "must be in [0, 1]")
         check(0 <= self.iou_threshold <= 1, "iou_threshold", "must be in [0, 1]")
         check(self.max_detections >= 1, "max_detections", "must be >= 1")

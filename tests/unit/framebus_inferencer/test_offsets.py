@@ -68,13 +68,3 @@ def test_commit_window_when_commit_stops_below_held_back_frame_then_ones_above_s
 def test_commit_window_when_limit_below_one_then_error() -> None:
     with pytest.raises(ValueError):
         CommitWindow(0)
-
-
-def test_commit_window_half_full_when_a_partition_holds_half_its_limit() -> None:
-    w = CommitWindow(limit=8)
-    w.delivered([(TP, o) for o in range(3)] + [(TP1, 0)])
-    assert not w.half_full()
-    w.delivered([(TP, 3)])
-    assert w.half_full()
-    w.confirmed({TP: 4})
-    assert not w.half_full()

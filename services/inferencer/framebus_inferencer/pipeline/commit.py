@@ -2,18 +2,11 @@
 
 The publish thread hands delivered offsets over in `Shared.offsets_to_store`; only the receive
 thread may commit them (confluent-kafka serializes the calls on one client, so a commit from
-another thread waits for the consume() running there). A turn of the receive loop starts one
-asynchronous commit of everything handed over since the last, unless one is still in flight or
-the last began less than `commit_interval_ms` ago; its result comes back through the consumer's
-`on_commit` callback, which librdkafka serves inside the next consume(). A returned commit
-empties the commit window, which is what lets the publisher deliver ahead of the commits without
-a crash repeating more than the window.
-
-The interval is for the broker: every commit is a request to the group coordinator and a write
-to `__consumer_offsets`, and committing on every turn made 35 of them in a 960-frame drain, half
-of the broker's group-coordinator time (docs/benchmarks.md). A partition whose window is half
-full, or a publisher waiting for the window, is committed for at once, so the interval never
-paces the batches.
+another thread waits for the consume() running there). Each turn of the receive loop starts one
+asynchronous commit of everything handed over since the last, unless one is still in flight; its
+result comes back through the consumer's `on_commit` callback, which librdkafka serves inside
+the next consume(). A returned commit empties the commit window, which is what lets the publisher
+deliver ahead of the commits without a crash repeating more than the window.
 
 While the receive thread waits for room in the infer queue it does not call consume(), so no
 result could come back: if the publisher is waiting for the window then, the wait commits
@@ -42,25 +35,19 @@ Marks = dict[tuple[str, int], int]
 class Committer:
     """Commits delivered offsets from the receive thread and tracks what has been committed."""
 
-    def __init__(
-        self, shared: Shared, consumer: Consumer, stats: InferencerStats, interval_s: float = 0.0
-    ) -> None:
+    def __init__(self, shared: Shared, consumer: Consumer, stats: InferencerStats) -> None:
         self.shared = shared
         self.consumer = consumer
         self.stats = stats
-        self.interval_s = interval_s
         self._in_flight: tuple[Marks, int] | None = None  # marks, hand-offs they cover
         self._retry_at = 0.0
-        self._next_at = 0.0  # no asynchronous commit before this, unless the window is full
         consumer.commit_listener = self.on_result
 
     def commit(self, wait: bool = False) -> None:
         """Commit what the publisher has handed over; `wait`: synchronously, covering all."""
         sh = self.shared
-        now = time.monotonic()
         with sh.committed:
-            urgent = sh.window_waiting or sh.window.half_full()
-            if not wait and not self._due(now, urgent):
+            if not wait and (self._in_flight is not None or time.monotonic() < self._retry_at):
                 return  # the next turn's commit covers these too (marks only grow)
             marks, sh.offsets_to_store = sh.offsets_to_store, {}
             if wait and self._in_flight is not None:
@@ -70,7 +57,6 @@ class Committer:
                 return
             if not wait:
                 self._in_flight = (marks, generation)
-                self._next_at = now + self.interval_s
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.consumer.client.store_offsets(offsets=tps)
@@ -84,10 +70,6 @@ class Committer:
         if wait:
             with sh.committed:
                 self._returned(marks, generation)
-
-    def _due(self, now: float, urgent: bool) -> bool:
-        """May an asynchronous commit start now? `urgent`: the commit window needs one."""
-        return commit_due(now, self._in_flight is not None, self._retry_at, self._next_at, urgent)
 
     def while_full(self) -> None:
         """Between tries to put a batch on the full infer queue (no consume() runs meanwhile)."""
@@ -135,17 +117,6 @@ class Committer:
         self._in_flight = None
         self._retry_at = time.monotonic() + RETRY_AFTER_FAILURE_S
         sh.committed.notify_all()
-
-
-def commit_due(now: float, in_flight: bool, retry_at: float, next_at: float, urgent: bool) -> bool:
-    """Whether an asynchronous commit may start now (pure logic).
-
-    One at a time, not before a failure's pause is over, and not before `next_at` (the interval
-    since the last) unless `urgent` (the commit window needs it).
-    """
-    if in_flight or now < retry_at:
-        return False
-    return urgent or now >= next_at
 
 
 def _merged(older: Marks, newer: Marks) -> Marks:

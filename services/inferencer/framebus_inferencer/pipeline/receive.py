@@ -89,7 +89,7 @@ class Receiver:
             skip_ahead=not self.eos,
         )
         self.frames = FrameCodec()
-        self.committer = Committer(shared, consumer, stats, settings.commit_interval_ms / 1000)
+        self.committer = Committer(shared, consumer, stats)
         self._last_frame = time.monotonic()
         self._next_lag = 0.0
 
