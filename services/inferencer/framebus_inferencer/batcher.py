@@ -4,12 +4,16 @@ A batch closes when it holds `max_batch` frames, or `max_wait_ms` after its firs
 whichever comes first. The caller drives the clock: it asks `next_deadline_ms()` how long it may
 wait for more frames, and calls `poll(now)`; nothing here sleeps, reads Kafka or touches a model,
 so tests run it against a fake clock.
+
+Staleness is decided here, once: a frame older than `max_frame_age_ms` when its batch closes
+leaves as stale instead of taking a place in the batch.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -27,6 +31,16 @@ class Pending(Generic[T]):
     payload: T
 
 
+class CloseReason(enum.StrEnum):
+    """Why a batch closed (the values are the metric labels)."""
+
+    FULL = "full"  # max_batch frames
+    DEADLINE = "deadline"  # max_wait_ms after its first frame arrived
+    BACKPRESSURE = "backpressure"  # the batcher is full: nothing more can arrive
+    STALE_ONLY = "stale-only"  # only frames too old to infer were due
+    FLUSH = "flush"  # shutdown, or partitions given up
+
+
 @dataclass(frozen=True)
 class Batch(Generic[T]):
     """What one `poll` hands out: frames to infer, and frames too old to be worth inferring."""
@@ -34,28 +48,12 @@ class Batch(Generic[T]):
     frames: tuple[Pending[T], ...]
     stale: tuple[Pending[T], ...]
     closed_ms: float
-    reason: str  # full | deadline | backpressure | stale-only | flush
+    reason: CloseReason
 
 
 def too_old(capture_ts_us: int, wall_us: int, max_frame_age_ms: float) -> bool:
     """True when a frame captured at `capture_ts_us` is older than the limit (0 = no limit)."""
     return max_frame_age_ms > 0 and (wall_us - capture_ts_us) / 1000.0 > max_frame_age_ms
-
-
-def drop_stale(batch: Batch[T], max_frame_age_ms: float, wall_us: int) -> Batch[T]:
-    """The batch with the frames that grew too old while it queued for the engine moved to stale.
-
-    A closed batch can wait behind the one being inferred; checking again right before inference
-    holds the age limit at the moment that decides the frame's latency.
-    """
-    old = {id(p) for p in batch.frames if too_old(p.capture_ts_us, wall_us, max_frame_age_ms)}
-    if not old:
-        return batch
-    return replace(
-        batch,
-        frames=tuple(p for p in batch.frames if id(p) not in old),
-        stale=batch.stale + tuple(p for p in batch.frames if id(p) in old),
-    )
 
 
 @dataclass
@@ -116,19 +114,19 @@ class DeadlineBatcher(Generic[T]):
         """Close and return a batch if one is due at `now_ms` (wall clock `wall_us` for ages)."""
         sel = self._select(wall_us)
         if len(sel.frames) >= self.max_batch:
-            return self._close(sel, now_ms, "full")
+            return self._close(sel, now_ms, CloseReason.FULL)
         if sel.frames:
             if now_ms >= sel.frames[0].received_ms + self.max_wait_ms:
-                return self._close(sel, now_ms, "deadline")
+                return self._close(sel, now_ms, CloseReason.DEADLINE)
             if self.full:  # nothing more can arrive: waiting would only add latency
-                return self._close(sel, now_ms, "backpressure")
+                return self._close(sel, now_ms, CloseReason.BACKPRESSURE)
             return None
-        return self._close(sel, now_ms, "stale-only") if sel.stale else None
+        return self._close(sel, now_ms, CloseReason.STALE_ONLY) if sel.stale else None
 
     def flush(self, now_ms: float, wall_us: int) -> Batch[T] | None:
         """Close whatever is eligible now (shutdown, or a partition being revoked)."""
         sel = self._select(wall_us)
-        return self._close(sel, now_ms, "flush") if sel.frames or sel.stale else None
+        return self._close(sel, now_ms, CloseReason.FLUSH) if sel.frames or sel.stale else None
 
     def drop_partitions(self, partitions: Iterable[int]) -> list[Pending[T]]:
         """Forget frames of partitions this consumer no longer owns; return them."""
@@ -160,7 +158,7 @@ class DeadlineBatcher(Generic[T]):
                 blocked.add(item.partition)
         return _Selection(frames, stale)
 
-    def _close(self, sel: _Selection[T], now_ms: float, reason: str) -> Batch[T]:
+    def _close(self, sel: _Selection[T], now_ms: float, reason: CloseReason) -> Batch[T]:
         leaving = {id(p) for p in sel.frames} | {id(p) for p in sel.stale}
         self._pending = [p for p in self._pending if id(p) not in leaving]
         return Batch(tuple(sel.frames), tuple(sel.stale), now_ms, reason)

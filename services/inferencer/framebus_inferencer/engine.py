@@ -21,7 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import cv2
 import google.protobuf.message  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +41,7 @@ from framebus_inferencer.providers import (
     provider_chain,
 )
 from framebus_inferencer.settings import HeadFormat
+from framebus_inferencer.slot import InputSlot, OutputLayout
 
 log = logging.getLogger(__name__)
 
@@ -79,74 +79,6 @@ class InferenceError(ModelError):
     """ONNX Runtime failed to run a batch."""
 
 
-class InputSlot:
-    """One batch bucket's preallocated buffers and IO binding (used by one thread at a time).
-
-    `staging` is the bound input itself on the CPU (and its host side on a GPU): a frame
-    written there is a frame handed to the model.
-    """
-
-    def __init__(self, engine: Engine, bucket: int) -> None:
-        self.bucket = bucket
-        self.frame_shape = engine.info.frame_shape
-        shape = (bucket, *engine.info.input.bound_shape)
-        self.staging: npt.NDArray[np.uint8] = _touched(shape, np.dtype(np.uint8))
-        # Per frame, its planes in `staging`: cv2.split writes into them in place.
-        self._planes = [list(row) for row in self.staging] if engine.info.input.planar else None
-        if engine.device == "cpu":
-            # Shares the numpy buffer: writing a frame into `staging` is writing the input.
-            self.input = ort.OrtValue.ortvalue_from_numpy(self.staging)
-        else:
-            self.input = ort.OrtValue.ortvalue_from_shape_and_type(
-                shape, np.uint8, engine.device, engine.options.device_id
-            )
-        self.binding = engine.session.io_binding()
-        self.binding.bind_ortvalue_input(engine.info.input_name, self.input)
-        self.outputs: list[npt.NDArray[Any]] | None = None
-        known = engine.output_layouts.get(bucket)
-        if known is None:
-            for name in engine.info.output_names:
-                self.binding.bind_output(name, "cpu")
-        else:  # a bucket run before: bind its outputs now, their pages already written
-            self._bind_outputs(engine, [_touched(shape, dtype) for shape, dtype in known])
-
-    def fill(self, frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> None:
-        """Write `frames` (flat or (H, W, 3) uint8) into `staging`; zero the padding rows."""
-        for i, frame in enumerate(frames):
-            src = frame if isinstance(frame, np.ndarray) else np.frombuffer(frame, np.uint8)
-            if self._planes is None:
-                self.staging[i] = src.reshape(self.frame_shape)
-            else:
-                cv2.split(src.reshape(self.frame_shape), self._planes[i])
-        if len(frames) < self.bucket:
-            self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
-
-    @property
-    def nbytes(self) -> int:
-        """Host bytes this slot holds: its input and its reused outputs."""
-        return self.staging.nbytes + sum(a.nbytes for a in self.outputs or ())
-
-    def preallocate_outputs(self, engine: Engine) -> list[npt.NDArray[Any]]:
-        """After one run, bind host arrays of the now-known output shapes, reused from then on."""
-        first = [v.numpy() for v in self.binding.get_outputs()]
-        engine.output_layouts[self.bucket] = [(a.shape, a.dtype) for a in first]
-        self.binding.clear_binding_outputs()
-        self._bind_outputs(engine, [np.empty_like(a) for a in first])
-        return first
-
-    def _bind_outputs(self, engine: Engine, arrays: list[npt.NDArray[Any]]) -> None:
-        self.outputs = arrays
-        for name, arr in zip(engine.info.output_names, arrays, strict=True):
-            self.binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(arr))
-
-
-def _touched(shape: tuple[int, ...], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-    """A zeroed array whose pages are mapped now (np.zeros leaves them to the first write)."""
-    arr = np.empty(shape, dtype)
-    arr.fill(0)
-    return arr
-
-
 class Engine:
     """Runs batches of uint8 (H, W, 3) frames through the model with IO binding."""
 
@@ -179,7 +111,7 @@ class Engine:
         self._local = threading.local()
         # Output shapes and dtypes per bucket, once a bucket has run (not for end-to-end heads,
         # whose outputs are copied each run): new slots of that bucket bind outputs at once.
-        self.output_layouts: dict[int, list[tuple[tuple[int, ...], np.dtype[Any]]]] = {}
+        self.output_layouts: dict[int, OutputLayout] = {}
         self.warmed_up = False
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))
@@ -257,13 +189,18 @@ class Engine:
             return self.options.gpu_mem_limit_bytes
         return self.options.cpu_arena_limit_bytes
 
+    def _new_slot(self, bucket: int) -> InputSlot:
+        device = (self.device, self.options.device_id)
+        known = self.output_layouts.get(bucket)
+        return InputSlot(self.session, self.info, device, bucket, known)
+
     def _slot(self, bucket: int) -> InputSlot:
         slots: dict[int, InputSlot] | None = getattr(self._local, "slots", None)
         if slots is None:
             slots = self._local.slots = {}
         slot = slots.get(bucket)
         if slot is None:
-            slot = slots[bucket] = InputSlot(self, bucket)
+            slot = slots[bucket] = self._new_slot(bucket)
         return slot
 
     def warm_up(self) -> dict[int, float]:
@@ -342,7 +279,7 @@ class Engine:
         The pipeline's receive thread writes each frame of a closed batch into one, so the
         infer thread only runs the model (`infer_slot`); slots are reused, never freed.
         """
-        return InputSlot(self, bucket_for(n, self.buckets))
+        return self._new_slot(bucket_for(n, self.buckets))
 
     def infer_slot(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
         """Infer the first `n` frames already written into `slot.staging` (the rest: padding).
@@ -369,7 +306,9 @@ class Engine:
         if slot.outputs is None:
             if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
                 return list(slot.binding.copy_outputs_to_cpu())
-            return slot.preallocate_outputs(self)
+            first = slot.preallocate_outputs()
+            self.output_layouts[slot.bucket] = slot.layout or []
+            return first
         return slot.outputs
 
     def _explain(self, exc: BaseException, n: int, bucket: int) -> ModelError:

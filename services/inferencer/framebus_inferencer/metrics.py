@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from framebus.telemetry.health import Health, HealthServer
-from framebus_inferencer.stats import BATCH_SIZE_BUCKETS, Histogram, InferencerStats
+from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__name__)
 
@@ -112,23 +112,10 @@ class StatsCollector:
         yield from self._lag()
         yield self._memory()
 
-    def _histograms(self) -> Iterator[Any]:
+    def _histograms(self) -> Iterator[Metric]:
         s = self.stats
-        yield _histogram(
-            "framebus_inferencer_batch_size",
-            "Frames per inferred batch",
-            batch_size_histogram(dict(s.batch_sizes)),
-        )
-        for name, help_text, hist in (
-            ("queue_wait_seconds", "Time a frame waited from receipt to inference", s.queue_wait_s),
-            ("inference_seconds", "Engine time per batch", s.inference_s),
-            (
-                "e2e_latency_seconds",
-                "Capture (decoder) to detections record delivered (broker acknowledged)",
-                s.delivered_latency_s,
-            ),
-        ):
-            yield _histogram(f"framebus_inferencer_{name}", help_text, hist.snapshot())
+        for hist in (s.batch_size, s.queue_wait_s, s.inference_s, s.delivered_latency_s):
+            yield from _without_created(hist)
 
     def _lag(self) -> Iterator[Any]:
         lags = self.stats.lag.lags(time.time_ns() // 1000)
@@ -170,20 +157,15 @@ class StatsCollector:
         return memory
 
 
-def _histogram(
-    name: str, help_text: str, snap: tuple[list[tuple[str, int]], float, int]
-) -> HistogramMetricFamily:
-    buckets, total, _count = snap
-    return HistogramMetricFamily(name, help_text, buckets=buckets, sum_value=total)
+def _without_created(hist: Histogram) -> Iterator[Metric]:
+    """The histogram's families without the `_created` sample prometheus_client adds.
 
-
-def batch_size_histogram(sizes: dict[int, int]) -> tuple[list[tuple[str, int]], float, int]:
-    """The batch-size counter as cumulative buckets (so bucket bounds never lose a size)."""
-    hist = Histogram(tuple(float(b) for b in BATCH_SIZE_BUCKETS))
-    for size, n in sizes.items():
-        for _ in range(n):
-            hist.observe(float(size))
-    return hist.snapshot()
+    /metrics exported `_bucket`, `_sum` and `_count` only; a `_created` series per histogram
+    would be one more series for Prometheus to store and nothing reads it.
+    """
+    for family in hist.collect():
+        family.samples = [x for x in family.samples if not x.name.endswith("_created")]
+        yield family
 
 
 def process_rss_bytes() -> int:

@@ -39,12 +39,12 @@ class OffsetTracker:
         return out
 
     def contiguous(self) -> bool:
-        """True when committing `committable()` covers every delivery since the last commit."""
+        """True when committing `committable()` covers every delivery since `settled()`."""
         marks = self.committable()
         return all(mx < marks[tp] for tp, mx in self._uncommitted_max.items())
 
-    def committed(self) -> None:
-        """The offsets from `committable()` were committed."""
+    def settled(self) -> None:
+        """The offsets from `committable()` were committed: every delivery so far is covered."""
         self._uncommitted_max.clear()
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:

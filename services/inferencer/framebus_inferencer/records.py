@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from framebus.kafka.consumer import MessageProto
 from framebus.kafka.deadletter import dead_letter_headers
+from framebus.kafka.protocol import MessageProto
 from framebus.letterbox import boxes_to_original
 from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
 from framebus_inferencer.postprocess import RawDetections, class_name

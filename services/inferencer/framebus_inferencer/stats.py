@@ -1,12 +1,20 @@
-"""Counters and latency samples of the inferencer, kept in plain objects for any exporter."""
+"""Counters, latency samples and histograms of the inferencer, read by `metrics` at scrape time.
+
+The histograms are prometheus_client's, created unregistered: each `InferencerStats` owns its
+own (tests make many), and `metrics.StatsCollector` exports them with the other figures.
+"""
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from prometheus_client import Histogram
+
+from framebus.messages import FrameStatus
+from framebus_inferencer.batcher import CloseReason
 
 SAMPLES = 4096  # recent samples kept per series; enough for percentiles, bounded in memory
 
@@ -18,35 +26,9 @@ LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-class Histogram:
-    """Cumulative-bucket histogram (Prometheus semantics), thread-safe, fixed memory."""
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self._counts = [0] * (len(bounds) + 1)  # last bucket: above every bound (+Inf)
-        self._sum = 0.0
-        self._lock = threading.Lock()
-
-    def observe(self, value: float) -> None:
-        """Add one observation."""
-        i = bisect.bisect_left(self.bounds, value)
-        with self._lock:
-            self._counts[i] += 1
-            self._sum += value
-
-    def snapshot(self) -> tuple[list[tuple[str, int]], float, int]:
-        """(cumulative buckets as (upper bound, count) ending with +Inf, sum, count)."""
-        with self._lock:
-            counts, total = list(self._counts), self._sum
-        out, running = [], 0
-        for bound, n in zip((*map(_bound, self.bounds), "+Inf"), counts, strict=True):
-            running += n
-            out.append((bound, running))
-        return out, total, running
-
-
-def _bound(b: float) -> str:
-    return repr(float(b))
+def _histogram(name: str, help_text: str, buckets: tuple[float, ...]) -> Histogram:
+    """A histogram of this stats object only: `registry=None` keeps it out of the global one."""
+    return Histogram(f"framebus_inferencer_{name}", help_text, buckets=buckets, registry=None)
 
 
 # ---- consumer lag -----------------------------------------------------------------------------
@@ -150,6 +132,10 @@ class LagTracker:
         }
 
 
+# The `reason` label of frames_dropped_total for each status that is not INFERRED.
+DROP_REASONS = {FrameStatus.DROPPED_STALE: "stale", FrameStatus.FAILED: "failed"}
+
+
 @dataclass
 class InferencerStats:
     """What the inferencer did so far; every method is safe to call from any thread."""
@@ -174,9 +160,30 @@ class InferencerStats:
     inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     e2e_latency_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     device_id: int = 0
-    delivered_latency_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
-    queue_wait_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
-    inference_s: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS_S))
+    batch_size: Histogram = field(
+        default_factory=lambda: _histogram(
+            "batch_size", "Frames per inferred batch", BATCH_SIZE_BUCKETS
+        )
+    )
+    queue_wait_s: Histogram = field(
+        default_factory=lambda: _histogram(
+            "queue_wait_seconds",
+            "Time a frame waited from receipt to inference",
+            LATENCY_BUCKETS_S,
+        )
+    )
+    inference_s: Histogram = field(
+        default_factory=lambda: _histogram(
+            "inference_seconds", "Engine time per batch", LATENCY_BUCKETS_S
+        )
+    )
+    delivered_latency_s: Histogram = field(
+        default_factory=lambda: _histogram(
+            "e2e_latency_seconds",
+            "Capture (decoder) to detections record delivered (broker acknowledged)",
+            LATENCY_BUCKETS_S,
+        )
+    )
     lag: LagTracker = field(default_factory=LagTracker)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -185,7 +192,9 @@ class InferencerStats:
         """Connected to Kafka and every batch bucket warmed up."""
         return self.connected and self.warmed_up
 
-    def batch(self, size: int, reason: str, inference_ms: float, waits_ms: list[float]) -> None:
+    def batch(
+        self, size: int, reason: CloseReason, inference_ms: float, waits_ms: list[float]
+    ) -> None:
         """Record one inferred batch."""
         with self._lock:
             self.batches += 1
@@ -193,6 +202,7 @@ class InferencerStats:
             self.batch_close_reasons[reason] += 1
             self.inference_ms.append(inference_ms)
             self.queue_wait_ms.extend(waits_ms)
+        self.batch_size.observe(size)
         self.inference_s.observe(inference_ms / 1000)
         for w in waits_ms:
             self.queue_wait_s.observe(w / 1000)
@@ -202,14 +212,15 @@ class InferencerStats:
         for capture_us in self.lag.delivered(offsets):
             self.delivered_latency_s.observe(max(0.0, (now_us - capture_us) / 1e6))
 
-    def outcome(self, camera: str, status: str, e2e_ms: float, reason: str | None = None) -> None:
-        """Record the final status of one frame."""
+    def outcome(self, camera: str, status: FrameStatus, e2e_ms: float) -> None:
+        """Record the final status of one frame (a frame not inferred counts as a drop too)."""
+        drop = DROP_REASONS.get(status)
         with self._lock:
-            self.by_status[status] += 1
+            self.by_status[status.value] += 1
             self.frames_by_camera[camera] += 1
             self.e2e_latency_ms.append(e2e_ms)
-            if reason is not None:
-                self.drops_by_reason[reason] += 1
+            if drop is not None:
+                self.drops_by_reason[drop] += 1
 
     def error(self, kind: str) -> None:
         """Count an error that was handled (reported, not swallowed)."""

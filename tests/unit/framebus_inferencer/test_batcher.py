@@ -1,4 +1,4 @@
-from framebus_inferencer.batcher import DeadlineBatcher, Pending, drop_stale
+from framebus_inferencer.batcher import DeadlineBatcher, Pending
 
 NOW_US = 1_700_000_000_000_000
 
@@ -115,19 +115,3 @@ def test_batcher_when_partition_revoked_then_its_frames_are_dropped() -> None:
     b.add(frame("b", 0, 0.0, partition=1))
     assert [p.partition for p in b.drop_partitions([1])] == [1]
     assert len(b) == 1
-
-
-def test_drop_stale_when_batch_waited_for_the_engine_then_frames_now_too_old_move_to_stale() -> (
-    None
-):
-    clock = FakeClock()
-    b: DeadlineBatcher[int] = DeadlineBatcher(max_batch=3, max_wait_ms=5, max_frame_age_ms=100)
-    for i, age in enumerate((90, 20, 60)):
-        b.add(frame(f"c{i}", i, clock.ms, age_ms=age))
-    batch = b.poll(clock.ms, NOW_US)
-    assert batch is not None and [p.offset for p in batch.frames] == [0, 1, 2]
-    # 50 ms later, behind the batch being inferred: frames 0 and 2 are now over 100 ms old.
-    later = drop_stale(batch, 100, NOW_US + 50_000)
-    assert [p.offset for p in later.frames] == [1]
-    assert [p.offset for p in later.stale] == [0, 2]
-    assert drop_stale(batch, 0, NOW_US + 10**9) is batch  # 0: no limit

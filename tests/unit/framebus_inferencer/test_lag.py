@@ -1,8 +1,9 @@
 """Consumer lag (messages and seconds) per partition, and the latency histograms behind metrics."""
 
-from framebus_inferencer.metrics import StatsCollector, batch_size_histogram
+from prometheus_client import REGISTRY
+
+from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.stats import (
-    Histogram,
     InferencerStats,
     LagTracker,
     PartitionLag,
@@ -11,6 +12,23 @@ from framebus_inferencer.stats import (
 
 S = 1_000_000  # microseconds per second
 TP = ("frames", 0)
+
+
+def exported_histogram(stats: InferencerStats, name: str) -> tuple[dict[str, float], float, float]:
+    """(cumulative count by upper bound, sum, count) of a histogram as /metrics exports it."""
+    (family,) = (
+        f for f in StatsCollector(stats).collect() if f.name == f"framebus_inferencer_{name}"
+    )
+    assert family.type == "histogram"
+    assert {x.name.removeprefix(family.name) for x in family.samples} == {
+        "_bucket",
+        "_sum",
+        "_count",
+    }  # as before prometheus_client's Histogram: no `_created` series
+    buckets = {x.labels["le"]: x.value for x in family.samples if x.name.endswith("_bucket")}
+    (total,) = (x.value for x in family.samples if x.name.endswith("_sum"))
+    (count,) = (x.value for x in family.samples if x.name.endswith("_count"))
+    return buckets, total, count
 
 
 def test_partition_lag_when_frames_in_flight_then_oldest_capture_and_offsets_to_high_watermark() -> (
@@ -58,18 +76,34 @@ def test_stats_delivered_when_frames_delivered_then_e2e_histogram_counts_capture
     stats.lag.received(TP, 0, 99 * S)
     stats.lag.received(TP, 1, 70 * S)
     stats.delivered([(TP, 0), (TP, 1)], now_us=100 * S)
-    buckets, total, count = stats.delivered_latency_s.snapshot()
+    buckets, total, count = exported_histogram(stats, "e2e_latency_seconds")
     assert count == 2 and total == 31.0
-    assert (dict(buckets)["0.5"], dict(buckets)["1.0"], dict(buckets)["10.0"]) == (0, 1, 1)
-    assert dict(buckets)["30.0"] == 2  # cumulative, like Prometheus
+    assert (buckets["0.5"], buckets["1.0"], buckets["10.0"]) == (0, 1, 1)
+    assert buckets["30.0"] == 2  # cumulative, like Prometheus
 
 
-def test_histogram_when_value_on_a_bound_then_counted_in_that_bucket() -> None:
-    hist = Histogram((1.0, 2.0))
-    for v in (0.5, 1.0, 1.5, 3.0):
-        hist.observe(v)
-    assert hist.snapshot() == ([("1.0", 2), ("2.0", 3), ("+Inf", 4)], 6.0, 4)
-    assert batch_size_histogram({8: 3, 3: 1})[2] == 4
+def test_stats_batch_when_values_on_bounds_then_counted_in_that_bucket_in_seconds() -> None:
+    stats = InferencerStats()
+    for size in (1, 2, 3, 200):
+        stats.batch(size, "full", inference_ms=10.0, waits_ms=[5.0] * size)
+    buckets, total, count = exported_histogram(stats, "batch_size")
+    assert (buckets["1.0"], buckets["2.0"], buckets["4.0"], buckets["128.0"]) == (1, 2, 3, 3)
+    assert (buckets["+Inf"], total, count) == (4, 206, 4)
+    assert list(buckets) == ["1.0", "2.0", "4.0", "8.0", "16.0", "32.0", "64.0", "128.0", "+Inf"]
+    waits, _, waited = exported_histogram(stats, "queue_wait_seconds")
+    assert waits["0.005"] == waited == 206  # 5 ms is on the 0.005 s bound
+    inference, inference_total, batches = exported_histogram(stats, "inference_seconds")
+    assert (inference["0.005"], inference["0.01"], batches) == (0, 4, 4)
+    assert abs(inference_total - 0.04) < 1e-9
+
+
+def test_stats_when_two_instances_then_each_exports_only_its_own_histograms() -> None:
+    busy, idle = InferencerStats(), InferencerStats()
+    busy.batch(4, "full", 1.0, [1.0] * 4)
+    assert exported_histogram(busy, "batch_size")[2] == 1
+    assert exported_histogram(idle, "batch_size")[2] == 0
+    # Nothing lands in prometheus_client's process-wide registry (tests make many stats).
+    assert REGISTRY.get_sample_value("framebus_inferencer_batch_size_count") is None
 
 
 def test_collector_when_lag_known_then_exports_messages_and_seconds_per_partition() -> None:

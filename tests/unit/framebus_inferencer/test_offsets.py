@@ -25,7 +25,7 @@ def test_offsets_when_later_frames_in_flight_then_delivered_prefix_is_contiguous
     t.delivered([(TP, 0), (TP, 1)])
     assert t.committable() == {TP: 2}
     assert t.contiguous()
-    t.committed()
+    t.settled()
     assert t.in_flight() == 2
 
 

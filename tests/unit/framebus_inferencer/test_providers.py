@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from framebus.errors import ConfigError
+from framebus.messages import FrameStatus
 from framebus_inferencer.providers import (
     EngineOptions,
     batch_buckets,
@@ -143,7 +144,7 @@ def test_health_server_when_not_warmed_up_then_not_ready_and_stats_exported() ->
 
     stats = InferencerStats(provider="CPUExecutionProvider")
     stats.batch(4, "full", 12.0, [1.0, 2.0])
-    stats.outcome("cam", "INFERRED", 30.0)
+    stats.outcome("cam", FrameStatus.INFERRED, 30.0)
     live = start_health_server(0, stats)
     try:
         base = f"http://127.0.0.1:{live.port}"

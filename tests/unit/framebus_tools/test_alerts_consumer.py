@@ -21,7 +21,7 @@ ZONE = ((0.0, 0.0), (100.0, 0.0), (100.0, 100.0), (0.0, 100.0))
 
 @dataclass
 class StubMessage:
-    """A consumed Kafka message (satisfies framebus.kafka.consumer.MessageProto)."""
+    """A consumed Kafka message (satisfies framebus.kafka.protocol.MessageProto)."""
 
     payload: bytes
     hdrs: list[tuple[str, bytes]] = field(default_factory=list)

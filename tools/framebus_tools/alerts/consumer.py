@@ -27,9 +27,10 @@ from opentelemetry import trace
 
 from framebus.codec import AlertCodec, DetectionsCodec
 from framebus.errors import CodecError, ConfigError, DeliveryError
-from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.kafka.consumer import Consumer
 from framebus.kafka.deadletter import dead_letter_headers
 from framebus.kafka.producer import Producer
+from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import DAY_MS, TopicSpec, ensure_topics
 from framebus.messages import Alert

@@ -26,7 +26,8 @@ import numpy as np
 
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.errors import CodecError, ConfigError, FramebusError
-from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.kafka.consumer import Consumer
+from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Detections, Frame, FrameStatus
 from framebus.settings import check, setting

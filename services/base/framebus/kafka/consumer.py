@@ -5,30 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import confluent_kafka
 
 from framebus.errors import KafkaError
+from framebus.kafka.protocol import CommitResult, Marks, MessageProto, TopicPartition
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 FETCH_QUEUE_BACKOFF_MS = 20
-
-
-class MessageProto(Protocol):
-    """What framebus reads from a consumed message (confluent_kafka.Message fits it)."""
-
-    def value(self) -> bytes | None: ...  # noqa: D102
-    def key(self) -> bytes | None: ...  # noqa: D102
-    def topic(self) -> str | None: ...  # noqa: D102
-    def partition(self) -> int | None: ...  # noqa: D102
-    def offset(self) -> int | None: ...  # noqa: D102
-    def headers(self) -> list[tuple[str, bytes]] | None: ...  # noqa: D102
-    def error(self) -> Any: ...  # noqa: D102
-    def timestamp(self) -> tuple[int, int]: ...  # noqa: D102
 
 
 class Consumer:
@@ -50,20 +38,19 @@ class Consumer:
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
             # Each fetch response lands in one buffer of up to fetch.max.bytes. Above glibc's
-            # 32 MiB mmap ceiling every response was freshly mapped memory for the kernel to
-            # zero (a bare consumer of 960 1.2 MB frames at 64 MiB: 341k page faults); at
-            # 16 MiB the buffers are reused from the heap: 66k faults, half the CPU, 1.48x the
-            # frames/s (bench/fetch_buffers.py). A record larger than the limits still comes whole.
+            # 32 MiB mmap ceiling every response is freshly mapped memory for the kernel to
+            # zero; below it the buffers are reused from the heap, at a fraction of the page
+            # faults and CPU (docs/benchmarks.md). A record larger than the limits still comes
+            # whole.
             "max.partition.fetch.bytes": MAX_RECORD_BYTES,
             "fetch.max.bytes": FETCH_MAX_BYTES,
-            # A full prefetch queue (queued.max.messages.kbytes, 64 MiB: ~50 frames) postpones
+            # A full prefetch queue (queued.max.messages.kbytes, some 50 frames) postpones
             # the partition's next fetch by this long; librdkafka's 1 s default left the
             # pipeline idle for up to a second after each burst of large frames.
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             # Latency first: the broker answers a fetch as soon as one byte is there. Raising
             # fetch.min.bytes trades latency for fewer requests; fetch.wait.max.ms (500) only
-            # bounds an idle fetch, so lowering it buys nothing but idle requests
-            # (docs/benchmarks.md, bench/latency.py).
+            # bounds an idle fetch, so lowering it buys nothing but idle requests.
             "fetch.min.bytes": 1,
             "isolation.level": "read_committed",
             # Served inside consume() on the consuming thread, like every consumer callback.
@@ -72,12 +59,20 @@ class Consumer:
         }
         self._factory = factory
         self._client: Any = None
-        # Told each commit's result (err, partitions); asynchronous commits report only here.
-        self.commit_listener: Callable[[Any, list[Any]], None] | None = None
+        # Told each commit's result; asynchronous commits (and the auto-commit) report only here.
+        self.commit_listener: Callable[[CommitResult], None] | None = None
 
     def _on_commit(self, err: Any, partitions: list[Any]) -> None:
-        if self.commit_listener is not None:
-            self.commit_listener(err, partitions)
+        if self.commit_listener is None:
+            return
+        if err is not None and err.code() == confluent_kafka.KafkaError._NO_OFFSET:
+            return  # an auto-commit with nothing stored
+        committed = {
+            (p.topic, p.partition): p.offset
+            for p in partitions
+            if p.error is None and p.offset >= 0
+        }
+        self.commit_listener(CommitResult(committed, None if err is None else err.str()))
 
     @property
     def client(self) -> Any:
@@ -110,6 +105,43 @@ class Consumer:
         """Mark messages done; the auto-commit then commits them."""
         for msg in messages:
             self.client.store_offsets(message=msg)
+
+    def commit(self, marks: Marks, asynchronous: bool) -> None:
+        """Store `marks` (so `close()` commits them too) and commit them.
+
+        Synchronous: returns once the broker answered and reports to the commit listener too.
+        Asynchronous: returns at once; the result reaches the commit listener inside a later
+        `consume()`. Raises KafkaError when the commit cannot be made (e.g. a revoked partition).
+        """
+        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
+        try:
+            self.client.store_offsets(offsets=tps)
+            self.client.commit(offsets=tps, asynchronous=asynchronous)
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            raise KafkaError(f"cannot commit offsets {marks}: {err.str()}", err.name()) from exc
+
+    def group_metadata(self) -> Any:
+        """The group's metadata, which a transaction needs to commit this consumer's offsets."""
+        return self.client.consumer_group_metadata()
+
+    def positions(self) -> list[tuple[TopicPartition, int, int]]:
+        """(partition, high watermark, position) of each assigned partition that has both.
+
+        The high watermarks are the ones the last fetches brought, so this asks the broker
+        nothing. Raises KafkaError when they cannot be read.
+        """
+        try:
+            assigned = self.client.assignment()
+            out = []
+            for tp in self.client.position(assigned) if assigned else []:
+                _low, high = self.client.get_watermark_offsets(tp, cached=True)
+                if high >= 0 and tp.offset >= 0:
+                    out.append(((tp.topic, tp.partition), high, tp.offset))
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            raise KafkaError(f"cannot read positions: {err.str()}", err.name()) from exc
+        return out
 
     def close(self) -> None:
         """Commit stored offsets and leave the group."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framebus.kafka.consumer import MessageProto
+from framebus.kafka.protocol import MessageProto
 
 REASON = "framebus.dlq.reason"
 ERROR_TYPE = "framebus.dlq.error_type"

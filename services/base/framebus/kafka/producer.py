@@ -13,6 +13,7 @@ from typing import Any
 import confluent_kafka
 
 from framebus.errors import KafkaError
+from framebus.kafka.protocol import Marks
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,14 @@ DeliveryCallback = Callable[[Any, Any], None]
 
 class ProducerQueueFullError(KafkaError):
     """The local producer queue stayed full for longer than the caller allowed."""
+
+
+class TransactionError(KafkaError):
+    """A transactional call failed; `requires_abort` when the transaction must be aborted."""
+
+    def __init__(self, message: str, code: str | None, requires_abort: bool) -> None:
+        super().__init__(message, code)
+        self.requires_abort = requires_abort
 
 
 class Producer:
@@ -125,6 +134,44 @@ class Producer:
                 err = exc.args[0]
                 raise KafkaError(f"cannot produce to {topic}: {err.str()}", err.name()) from exc
         self.client.poll(0)
+
+    def init_transactions(self, timeout_s: float) -> None:
+        """Register the transactional id, fencing an earlier instance that used it."""
+        self._transactional("init_transactions", self.client.init_transactions, timeout_s)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is produced from now on is committed or aborted together."""
+        self._transactional("begin_transaction", self.client.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self, marks: Marks, group_metadata: Any, timeout_s: float
+    ) -> None:
+        """Commit these consumer offsets with the open transaction (exactly-once)."""
+        tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
+        self._transactional(
+            "send_offsets_to_transaction",
+            self.client.send_offsets_to_transaction,
+            tps,
+            group_metadata,
+            timeout_s,
+        )
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        """Commit the open transaction (flushing what it produced first)."""
+        self._transactional("commit_transaction", self.client.commit_transaction, timeout_s)
+
+    def abort_transaction(self, timeout_s: float) -> None:
+        """Abort the open transaction: readers never see what it produced."""
+        self._transactional("abort_transaction", self.client.abort_transaction, timeout_s)
+
+    def _transactional(self, name: str, call: Callable[..., Any], *args: Any) -> None:
+        try:
+            call(*args)
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            raise TransactionError(
+                f"{name} failed: {err.str()}", err.name(), bool(err.txn_requires_abort())
+            ) from exc
 
     def poll(self, timeout_s: float = 0.0) -> int:
         """Serve delivery callbacks."""

@@ -1,7 +1,7 @@
-"""Stage 2, the infer thread: warm the engine up, drop stale frames, infer, build the records.
+"""Stage 2, the infer thread: warm the engine up, infer, build the records.
 
 Every frame of a batch leaves this stage as exactly one detections record: INFERRED,
-DROPPED_STALE (checked again right before inference) or FAILED (the engine raised).
+DROPPED_STALE (the batcher found it too old when the batch closed) or FAILED (the engine raised).
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ from opentelemetry.trace import Status, StatusCode
 from framebus.codec import DetectionsCodec
 from framebus.errors import ModelError
 from framebus.messages import FrameStatus
-from framebus_inferencer.batcher import Batch, Pending, drop_stale
-from framebus_inferencer.engine import Engine, InputSlot
-from framebus_inferencer.pipeline.shared import Publication, Shared, Work, offsets_of, wall_us
+from framebus_inferencer.batcher import Batch, Pending
+from framebus_inferencer.engine import Engine
+from framebus_inferencer.pipeline.control import Control
+from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work, offsets_of
 from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.records import Outgoing, Received, boxes_of, detections
 from framebus_inferencer.settings import InferencerSettings
+from framebus_inferencer.slot import InputSlot
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
@@ -37,7 +39,9 @@ class Inference:
     def __init__(
         self,
         settings: InferencerSettings,
-        shared: Shared,
+        control: Control,
+        inbox: StageQueue[Work],
+        out: StageQueue[Publication],
         engine: Engine,
         stats: InferencerStats,
         tracing: BatchTracing,
@@ -45,7 +49,9 @@ class Inference:
         staging: StagingPool | None = None,
     ) -> None:
         self.s = settings
-        self.shared = shared
+        self.control = control
+        self.inbox = inbox
+        self.out = out
         self.engine = engine
         self.stats = stats
         self.tracing = tracing
@@ -62,23 +68,23 @@ class Inference:
 
     def run(self) -> None:
         """Warm up, then process batches until the receiver ends the queue."""
-        sh = self.shared
+        ctl = self.control
         self.stats.provider = self.engine.provider
         self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
-        sh.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
+        ctl.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         self.engine.warm_up()
         if self.staging is not None:
             held = self.staging.warm_up()
             log.info("input slots ready", extra={"bytes": held})
         self.stats.warmed_up = True
-        sh.warmed.set()
+        ctl.warmed.set()
         while True:
-            work = sh.get(sh.infer_q)
+            work = self.inbox.get()
             if work is None:
-                sh.put(sh.publish_q, None)
-                sh.health.retire("infer")
+                self.out.put(None)
+                ctl.health.retire("infer")
                 return
-            sh.put(sh.publish_q, self.process(work))
+            self.out.put(self.process(work))
 
     def process(self, work: Work) -> Publication:
         """The records and offsets of one unit of work."""
@@ -87,25 +93,20 @@ class Inference:
         batch = work.batch
         try:
             if batch is not None:
-                staged = len(batch.frames)
-                batch = drop_stale(batch, self.s.max_frame_age_ms, wall_us())
-                # The staged input holds the frames as they were closed: usable unless one of
-                # them has been dropped as stale since.
-                slot = work.staged if len(batch.frames) == staged else None
                 records += self._stale_records(batch)
-                records += self._inferred_records(batch, work.span, slot)
+                records += self._inferred_records(batch, work.span, work.staged)
                 offsets += offsets_of(list(batch.frames) + list(batch.stale))
         finally:
             if work.staged is not None and self.staging is not None:
                 self.staging.give_back(work.staged)  # its outputs are decoded by now
-        return Publication(records, offsets, work.span)
+        return Publication(records, offsets, work.span, work.group_metadata)
 
     def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
         out = []
         for p in batch.stale:
             reason = f"older than max_frame_age_ms={self.s.max_frame_age_ms:g}"
             det = detections(p.payload, FrameStatus.DROPPED_STALE, self.model, reason=reason)
-            self.stats.outcome(p.camera, "DROPPED_STALE", det.e2e_latency_ms, "stale")
+            self.stats.outcome(p.camera, FrameStatus.DROPPED_STALE, det.e2e_latency_ms)
             out.append(self._record(p, det))
         return out
 
@@ -146,7 +147,7 @@ class Inference:
                 inference_ms,
                 len(batch.frames),
             )
-            self.stats.outcome(p.camera, "INFERRED", rec.e2e_latency_ms)
+            self.stats.outcome(p.camera, FrameStatus.INFERRED, rec.e2e_latency_ms)
             out.append(self._record(p, rec))
         return out
 
@@ -154,7 +155,7 @@ class Inference:
         out = []
         for p in batch.frames:
             det = detections(p.payload, FrameStatus.FAILED, self.model, reason=reason)
-            self.stats.outcome(p.camera, "FAILED", det.e2e_latency_ms, "failed")
+            self.stats.outcome(p.camera, FrameStatus.FAILED, det.e2e_latency_ms)
             out.append(self._record(p, det))
         return out
 

@@ -1,12 +1,10 @@
-"""Stage 3, the publish thread: deliver each batch's records, then release its offsets.
+"""Stage 3, the publish thread: deliver each batch's records, then report its offsets done.
 
-At-least-once: produce, wait for every acknowledgement, and only then hand the offsets to the
-receive thread, which commits them (`pipeline/commit.py`: asynchronously, one commit covering
-every hand-off since the last) while this thread goes on delivering. It waits for a commit only
-when the commit window is full: no partition may hold more than `max_uncommitted_frames`
-delivered records whose commit has not returned, which is what a crash repeats. So the commit
-round trip does not pace the batches. Exactly-once: produce inside a transaction that also
-carries the consumed offsets. A failed publish raises, so its offsets are never committed.
+At-least-once: produce, wait for every acknowledgement, and only then tell the commit ledger the
+offsets are delivered; the receive thread commits them while this thread goes on delivering. It
+waits for a commit only when the ledger's commit window is full. Exactly-once: produce inside a
+transaction that also carries the consumed offsets. A failed publish raises, so its offsets are
+never committed.
 """
 
 from __future__ import annotations
@@ -14,19 +12,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import confluent_kafka
-
 from framebus.errors import DeliveryError, KafkaError
-from framebus.kafka.producer import Producer
-from framebus_inferencer.pipeline.shared import Publication, Shared, wall_us
+from framebus.kafka.producer import Producer, TransactionError
+from framebus_inferencer.pipeline.control import Control, wall_us
+from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue
+from framebus_inferencer.pipeline.ledger import CommitLedger
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
 
-TXN_TIMEOUT_S = 30.0
-COMMIT_HANDOFF_S = 2.0
+TXN_TIMEOUT_S = 30.0  # each transactional call: the broker's default transaction timeout is 60 s
+COMMIT_WAIT_S = 2.0  # longest wait for room in the commit window before delivering anyway
 PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyway
+# How long produce() waits for room in a full local queue, and flush() for acknowledgements
+# before it says so and waits again: librdkafka itself gives up after message.timeout.ms.
+QUEUE_ROOM_S = 30.0
+ACK_WAIT_S = 30.0
 
 
 class RewindError(KafkaError):
@@ -34,37 +36,44 @@ class RewindError(KafkaError):
 
 
 class Publisher:
-    """Delivers publications in order and hands their offsets on."""
+    """Delivers publications in order and reports their offsets to the ledger."""
 
     def __init__(
         self,
-        shared: Shared,
+        control: Control,
+        inbox: StageQueue[Publication],
+        in_flight: InFlight,
+        ledger: CommitLedger,
         producer: Producer,
         stats: InferencerStats,
         tracing: BatchTracing,
         exactly_once: bool,
     ) -> None:
-        self.shared = shared
+        self.control = control
+        self.inbox = inbox
+        self.in_flight = in_flight
+        self.ledger = ledger
         self.producer = producer
         self.stats = stats
         self.tracing = tracing
         self.eos = exactly_once
         self._txn_open = False
+        self._group_metadata: Any = None
 
     def run(self) -> None:
         """Publish until the infer thread ends the queue (committing an open transaction)."""
-        sh = self.shared
+        ctl = self.control
         if self.eos:
-            self.producer.client.init_transactions(TXN_TIMEOUT_S)
+            self.producer.init_transactions(TXN_TIMEOUT_S)
         elif not self.producer.wait_ready(PRODUCER_READY_S):
             log.warning("Kafka producer not ready after %.0f s; going on", PRODUCER_READY_S)
-        sh.publisher_ready.set()
+        ctl.publisher_ready.set()
         while True:
-            pub = sh.get(sh.publish_q)
+            pub = self.inbox.get()
             if pub is None:
-                if self._txn_open and not sh.failures:
+                if self._txn_open and not ctl.failed:
                     self._commit_transaction()
-                sh.health.retire("publish")
+                ctl.health.retire("publish")
                 return
             with self.tracing.child(pub.span, "publish"):
                 if self.eos:
@@ -74,96 +83,61 @@ class Publisher:
             self.stats.delivered(pub.offsets, wall_us())
             if pub.span is not None:
                 pub.span.end()
-            sh.batch_done()
+            self.in_flight.done()
 
     def _publish_at_least_once(self, pub: Publication) -> None:
-        sh = self.shared
         errors: list[str] = []
 
         def report(err: Any, _msg: Any) -> None:
             if err is not None:
                 errors.append(err.str())
 
-        self._wait_for_window(pub)
+        if self.ledger.wait_for_room(pub.offsets, COMMIT_WAIT_S, lambda: self.control.failed):
+            self.stats.commit_window_wait()
         for r in pub.records:
-            self.producer.produce(r.topic, r.value, r.key, r.headers, report, block_s=30.0)
-        pending = self.producer.flush(30.0)
+            self.producer.produce(r.topic, r.value, r.key, r.headers, report, QUEUE_ROOM_S)
+        pending = self.producer.flush(ACK_WAIT_S)
         while pending and not errors:
-            # The broker is away: librdkafka retries until message.timeout.ms (5 min) and then
-            # reports each record as failed; until then, wait instead of dying mid-outage.
+            # The broker is away: librdkafka retries until message.timeout.ms and then reports
+            # each record as failed; until then, wait instead of dying mid-outage.
             log.warning("%d detections records not yet acknowledged; still waiting", pending)
             self.stats.error("delivery_wait")
-            sh.beat()
-            pending = self.producer.flush(30.0)
+            self.control.beat()
+            pending = self.producer.flush(ACK_WAIT_S)
         if pending or errors:
             raise DeliveryError(f"{pending} records undelivered; errors: {errors[:3]}")
-        with sh.committed:
-            sh.tracker.delivered(pub.offsets)
-            sh.offsets_to_store.update(sh.tracker.committable())
-            sh.tracker.committed()
-            sh.window.delivered(pub.offsets)
-            sh.handed_off += 1
-
-    def _wait_for_window(self, pub: Publication) -> None:
-        """Before producing: wait while this batch would overfill a partition's commit window.
-
-        Every hand-off so far being committed also ends the wait: then what holds the window
-        is a frame held back below the delivered ones, which only a later batch delivers.
-        """
-        sh = self.shared
-        with sh.committed:
-            if sh.window.allows(pub.offsets):
-                return
-            self.stats.commit_window_wait()
-            sh.window_waiting = True
-            sh.committed.wait_for(
-                lambda: (
-                    sh.window.allows(pub.offsets)
-                    or sh.committed_upto >= sh.handed_off
-                    or not sh.receiving
-                    or bool(sh.failures)
-                ),
-                COMMIT_HANDOFF_S,
-            )
-            sh.window_waiting = False
+        self.ledger.delivered(pub.offsets)
 
     def _publish_transactional(self, pub: Publication) -> None:
-        sh = self.shared
-        client = self.producer.client
+        self._group_metadata = pub.group_metadata
         try:
             if not self._txn_open:
-                client.begin_transaction()
+                self.producer.begin_transaction()
                 self._txn_open = True
             for r in pub.records:
-                self.producer.produce(r.topic, r.value, r.key, r.headers, None, block_s=30.0)
-            with sh.tracker_lock:
-                sh.tracker.delivered(pub.offsets)
-                ready = sh.tracker.contiguous()
-            if ready:  # else a held-back frame sits below these offsets: keep the txn open
+                self.producer.produce(r.topic, r.value, r.key, r.headers, None, QUEUE_ROOM_S)
+            # Else a held-back frame sits below these offsets: keep the transaction open.
+            if self.ledger.delivered_in_transaction(pub.offsets):
                 self._commit_transaction()
-        except confluent_kafka.KafkaException as exc:
+        except TransactionError as exc:
             self._abort(exc)
 
     def _commit_transaction(self) -> None:
-        sh = self.shared
-        client = self.producer.client
         try:
-            with sh.tracker_lock:
-                marks = sh.tracker.committable()
-            tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
-            if tps:
-                client.send_offsets_to_transaction(tps, sh.group_metadata, TXN_TIMEOUT_S)
-            client.commit_transaction(TXN_TIMEOUT_S)
+            marks = self.ledger.transaction_marks()
+            if marks:
+                self.producer.send_offsets_to_transaction(
+                    marks, self._group_metadata, TXN_TIMEOUT_S
+                )
+            self.producer.commit_transaction(TXN_TIMEOUT_S)
             self._txn_open = False
-            with sh.tracker_lock:
-                sh.tracker.committed()
-        except confluent_kafka.KafkaException as exc:
+            self.ledger.transaction_committed()
+        except TransactionError as exc:
             self._abort(exc)
 
-    def _abort(self, exc: confluent_kafka.KafkaException) -> None:
-        err = exc.args[0]
+    def _abort(self, exc: TransactionError) -> None:
         self._txn_open = False
-        if err.txn_requires_abort():
-            self.producer.client.abort_transaction(TXN_TIMEOUT_S)
-            raise RewindError(f"transaction aborted: {err.str()}", err.name()) from exc
-        raise KafkaError(f"transaction failed: {err.str()}", err.name()) from exc
+        if exc.requires_abort:
+            self.producer.abort_transaction(TXN_TIMEOUT_S)
+            raise RewindError(f"transaction aborted: {exc}", exc.code) from exc
+        raise KafkaError(f"transaction failed: {exc}", exc.code) from exc

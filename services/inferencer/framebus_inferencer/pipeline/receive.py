@@ -5,11 +5,13 @@ client has already fetched: `consume(n, timeout)` alone would hold the first fra
 arrived or the timeout passed. The tensor is not copied out of the record (a view), so the only
 copy of a frame after the fetch is the engine's into its bound input buffer.
 
+It alone drives the consumer, so it also makes the commits the ledger decides
+(`pipeline/ledger.py`), between consume() calls.
+
 The record values confluent-kafka makes live in this thread's malloc arena. Under a backlog it
 holds the batcher's capacity of them plus the two batches past it (queued for and in the infer
-thread): about 118 MB at max_batch 16. Faulting that heap in mid-stream cost a 960-frame drain
-some 28k page faults, about 0.06 ms of kernel time a frame (docs/benchmarks.md), so the thread
-writes it once at start-up, while the engine warms up (`framebus.malloc.pre_touch`).
+thread); faulting that heap in mid-stream costs kernel time on every frame of the first backlog,
+so the thread writes it once at start-up, while the engine warms up (`framebus.malloc.pre_touch`).
 """
 
 from __future__ import annotations
@@ -21,24 +23,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import confluent_kafka
 import numpy as np
 
 from framebus.codec import FrameCodec
 from framebus.compression import decompress
-from framebus.errors import CodecError
-from framebus.kafka.consumer import Consumer, MessageProto
+from framebus.errors import CodecError, KafkaError
+from framebus.kafka.consumer import Consumer
+from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
-from framebus_inferencer.pipeline.commit import Committer
-from framebus_inferencer.pipeline.shared import (
-    BUSY_POLL_S,
-    LOOP_ALLOWANCE_S,
-    Offsets,
-    Shared,
-    Work,
-    wall_us,
-)
+from framebus_inferencer.pipeline.control import LOOP_ALLOWANCE_S, Control, wall_us
+from framebus_inferencer.pipeline.handoff import BUSY_POLL_S, InFlight, StageQueue, Work
+from framebus_inferencer.pipeline.ledger import CommitLedger, Offsets
 from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.records import Outgoing, Received, check_tensor, dead_letter
@@ -50,6 +46,7 @@ log = logging.getLogger(__package__)  # one logger for the three stages
 IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop latency
 LAG_EVERY_S = 5.0  # how often the receive thread reads watermarks and positions for the lag
 REVOKE_DRAIN_S = 30.0  # longest wait for batches in flight before giving partitions up
+REVOKE_POLL_S = 0.05  # how often that wait commits what the publisher delivered meanwhile
 
 
 def backlog_heap_bytes(capacity: int, max_batch: int, frame_bytes: int) -> int:
@@ -63,7 +60,10 @@ class Receiver:
     def __init__(
         self,
         settings: InferencerSettings,
-        shared: Shared,
+        control: Control,
+        ledger: CommitLedger,
+        out: StageQueue[Work],
+        in_flight: InFlight,
         consumer: Consumer,
         stats: InferencerStats,
         tracing: BatchTracing,
@@ -72,7 +72,10 @@ class Receiver:
         staging: StagingPool | None = None,
     ) -> None:
         self.s = settings
-        self.shared = shared
+        self.control = control
+        self.ledger = ledger
+        self.out = out
+        self.in_flight = in_flight
         self.consumer = consumer
         self.stats = stats
         self.tracing = tracing
@@ -89,30 +92,30 @@ class Receiver:
             skip_ahead=not self.eos,
         )
         self.frames = FrameCodec()
-        self.committer = Committer(shared, consumer, stats)
+        consumer.commit_listener = ledger.commit_returned
         self._last_frame = time.monotonic()
         self._next_lag = 0.0
 
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
-        sh = self.shared
+        ctl = self.control
         frame_bytes = math.prod(self.frame_shape)
         touched = pre_touch(
             backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
         )
         if touched:
             log.info("receive heap written ahead of the first frame", extra={"bytes": touched})
-        sh.warmed.wait()  # no partitions are taken (and no frame waits) before both are ready
-        sh.publisher_ready.wait()
-        if sh.failures:
+        ctl.warmed.wait()  # no partitions are taken (and no frame waits) before both are ready
+        ctl.publisher_ready.wait()
+        if ctl.failed:
             return
         self.consumer.subscribe(
             [self.s.topics.frames_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
         self._last_frame = time.monotonic()
         lag_changed = False
-        while not (outer_stop.is_set() or sh.stop.is_set()):
-            sh.health.heartbeat("receive", LOOP_ALLOWANCE_S)
+        while not (outer_stop.is_set() or ctl.stop.is_set()):
+            ctl.health.heartbeat("receive", LOOP_ALLOWANCE_S)
             self._refresh_lag()
             got = self._receive_some()
             if got:
@@ -130,14 +133,12 @@ class Receiver:
                 log.info("no frames for %.1f s: stopping", self.s.stop_after_idle_s)
                 break
         final = self.batcher.flush(self.clock_ms(), wall_us())
-        self.committer.commit(wait=True)
-        with sh.committed:
-            sh.receiving = False  # from now on run() stores the last offsets after the stages
-            sh.committed.notify_all()
-        if final is not None and not sh.failures:
+        self.ledger.commit(self.consumer, wait=True)
+        self.ledger.stop_receiving()  # the pipeline commits the last offsets after the stages
+        if final is not None and not ctl.failed:
             self._submit(Work(final))
-        sh.put(sh.infer_q, None)
-        sh.health.retire("receive")
+        self.out.put(None)
+        ctl.health.retire("receive")
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""
@@ -145,27 +146,23 @@ class Receiver:
         if now < self._next_lag:
             return
         self._next_lag = now + LAG_EVERY_S
-        client = self.consumer.client
         try:
-            assigned = client.assignment()
-            for tp in client.position(assigned) if assigned else []:
-                _low, high = client.get_watermark_offsets(tp, cached=True)
-                if high >= 0 and tp.offset >= 0:
-                    self.stats.lag.watermarks((tp.topic, tp.partition), high, tp.offset)
-        except confluent_kafka.KafkaException as exc:  # lag is reported late, not wrong
+            positions = self.consumer.positions()
+        except KafkaError as exc:  # lag is reported late, not wrong
             log.warning("cannot read watermarks for the lag: %s", exc)
             self.stats.error("watermarks")
+            return
+        for tp, high, position in positions:
+            self.stats.lag.watermarks(tp, high, position)
 
     def _receive_some(self) -> int:
-        self.committer.commit()
-        if self.eos:
-            self.shared.group_metadata = self.consumer.client.consumer_group_metadata()
+        self.ledger.commit(self.consumer)
         rejects: list[Outgoing] = []
         reject_offsets: Offsets = []
         got = 0
         if not self.batcher.full:
             deadline = self.batcher.next_deadline_ms(wall_us())
-            busy = self.shared.in_flight or not self.committer.idle()
+            busy = bool(self.in_flight) or not self.ledger.idle
             timeout = BUSY_POLL_S if busy else IDLE_POLL_S
             if deadline is not None:
                 timeout = min(timeout, max(0.0, (deadline - self.clock_ms()) / 1000))
@@ -185,8 +182,7 @@ class Receiver:
     def _accept(self, msg: MessageProto, rejects: list[Outgoing], offsets: Offsets) -> None:
         tp = (msg.topic() or "", msg.partition() or 0)
         offset = msg.offset() or 0
-        with self.shared.tracker_lock:
-            self.shared.tracker.received(tp, offset)
+        self.ledger.received(tp, offset)
         decode_start = self.tracing.now_ns()
         try:
             frame = self.frames.decode_view(msg.value() or b"")
@@ -216,16 +212,19 @@ class Receiver:
         )
 
     def _submit(self, work: Work) -> None:
-        sh = self.shared
+        if self.eos:  # as of the consume() that brought these frames (it may have joined)
+            work.group_metadata = self.consumer.group_metadata()
         if work.batch is not None and self.tracing.enabled:
             work.span = self.tracing.batch_span(work.batch)
         if work.batch is not None and work.batch.frames and self.staging is not None:
             work.staged = self.staging.stage([p.payload.tensor for p in work.batch.frames])
-        with sh.idle:
-            sh.in_flight += 1
+        self.in_flight.add()
         # While the pipeline is full, keep committing what the publish thread delivers.
-        if not sh.put(sh.infer_q, work, while_full=self.committer.while_full):
-            sh.batch_done()
+        if not self.out.put(work, while_full=self._commit_while_blocked):
+            self.in_flight.done()
+
+    def _commit_while_blocked(self) -> None:
+        self.ledger.commit_while_blocked(self.consumer)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self.stats.connected = True
@@ -236,21 +235,15 @@ class Receiver:
         # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
         # We are the receive thread, inside consume(): keep committing what the publish thread
         # delivers meanwhile.
-        sh = self.shared
         deadline = time.monotonic() + REVOKE_DRAIN_S
         while time.monotonic() < deadline:
-            self.committer.commit(wait=True)
-            with sh.idle:
-                if sh.idle.wait_for(lambda: sh.in_flight == 0 or bool(sh.failures), 0.05):
-                    break
-        self.committer.commit(wait=True)
+            self.ledger.commit(self.consumer, wait=True)
+            if self.in_flight.wait_empty(REVOKE_POLL_S, lambda: self.control.failed):
+                break
+        self.ledger.commit(self.consumer, wait=True)
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
-        with sh.tracker_lock:
-            sh.tracker.forget(gone)
-            sh.window.forget(gone)
-            for tp in gone:  # their commits could only fail from now on
-                sh.offsets_to_store.pop(tp, None)
+        self.ledger.revoked(gone)
         self.stats.lag.forget(gone)
         self.tracing.forget(p for _, p in gone)
         log.info("revoked %s; %d waiting frames left to the next owner", gone, len(dropped))

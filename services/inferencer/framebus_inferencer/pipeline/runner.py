@@ -3,8 +3,7 @@
 Receiving and deserialising the next batch overlaps inference of the current one, and publishing
 (waiting for the broker's acknowledgements) of the previous one overlaps both, so the engine does
 not wait on Kafka while frames are queued. Bounded queues between the stages give backpressure.
-Offsets are stored (at-least-once) or sent in the transaction (exactly-once) only after the batch's
-records are delivered, at the lowest offset still in flight per partition.
+What may be committed, and when, is the commit ledger's to decide (`pipeline/ledger.py`).
 """
 
 from __future__ import annotations
@@ -19,10 +18,12 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
 from framebus.telemetry.health import Health
 from framebus_inferencer.engine import Engine
+from framebus_inferencer.pipeline.control import Control
+from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference
+from framebus_inferencer.pipeline.ledger import CommitLedger
 from framebus_inferencer.pipeline.publish import Publisher
 from framebus_inferencer.pipeline.receive import Receiver
-from framebus_inferencer.pipeline.shared import Shared
 from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
@@ -45,12 +46,20 @@ class Pipeline:
         health: Health | None = None,
     ) -> None:
         self.stats = stats
-        self.shared = Shared(health or Health(), commit_window=settings.commit_window)
+        self.consumer = consumer
+        self.control = Control(health or Health())
+        self.ledger = CommitLedger(settings.commit_window, on_error=stats.error)
+        to_infer: StageQueue[Work] = StageQueue(self.control, maxsize=1)
+        to_publish: StageQueue[Publication] = StageQueue(self.control, maxsize=2)
+        in_flight = InFlight()
         tracing = BatchTracing(settings.topics.frames_topic, settings.consumer_group)
         staging = StagingPool(engine)
         self.receiver = Receiver(
             settings,
-            self.shared,
+            self.control,
+            self.ledger,
+            to_infer,
+            in_flight,
             consumer,
             stats,
             tracing,
@@ -58,9 +67,14 @@ class Pipeline:
             clock_ms,
             staging,
         )
-        self.inference = Inference(settings, self.shared, engine, stats, tracing, clock_ms, staging)
+        self.inference = Inference(
+            settings, self.control, to_infer, to_publish, engine, stats, tracing, clock_ms, staging
+        )
         self.publisher = Publisher(
-            self.shared,
+            self.control,
+            to_publish,
+            in_flight,
+            self.ledger,
             producer,
             stats,
             tracing,
@@ -79,9 +93,10 @@ class Pipeline:
         for t in threads:
             t.join()
         # The last batches' offsets, now that no thread uses the consumer.
-        self.receiver.committer.commit(wait=True)
-        if self.shared.failures:
-            raise self.shared.failures[0]
+        self.ledger.commit(self.consumer, wait=True)
+        failure = self.control.first_failure
+        if failure is not None:
+            raise failure
 
     def _guard(self, target: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:
@@ -90,6 +105,6 @@ class Pipeline:
             except BaseException as exc:  # reported: re-raised by run() on the caller's thread
                 log.exception("pipeline stage %s failed", threading.current_thread().name)
                 self.stats.error(type(exc).__name__)
-                self.shared.fail(exc)
+                self.control.fail(exc)
 
         return run

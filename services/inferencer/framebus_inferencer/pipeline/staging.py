@@ -6,11 +6,10 @@ the model. Three slots per bucket cover the pipeline's depth: one being filled, 
 being inferred. With none free (or a static-batch model) the infer thread copies, as before.
 
 Every slot is made at start-up (`warm_up`, after the engine's own warm-up has run each bucket), so
-the pool's memory is taken and its pages written before the first frame. Made mid-stream, a
-bucket-16 slot of a 640x640 YOLOv8 model cost about 110 MB of fresh pages for the kernel to zero
-(its input, the model's first output and the reused outputs): the kernel's page clearing was 31 %
-of the inferencer's samples in a drain, and 3 % once the slots were made up front
-(docs/benchmarks.md). The memory is what the pool reached anyway once every bucket had been used.
+the pool's memory is taken and its pages written before the first frame. Made mid-stream, a large
+bucket's slot (its input, the model's first output and the reused outputs) is fresh pages for the
+kernel to zero while frames wait. The memory is what the pool reached anyway once every bucket
+had been used.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from framebus_inferencer.engine import Engine, InputSlot
+from framebus_inferencer.engine import Engine
 from framebus_inferencer.providers import bucket_for
+from framebus_inferencer.slot import InputSlot
 
 SLOTS_PER_BUCKET = 3
 
