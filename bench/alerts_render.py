@@ -1,39 +1,46 @@
 """Cost of the alerts rule engine and of render's drawing, as ratios to a same-run baseline.
 
-Alerts: evaluating the rules on a detections record vs decoding that record from Avro (which any
-consumer pays). Render: reconstructing + drawing a 1080p frame vs only reconstructing it.
+Alerts: evaluating 8 zone rules (a 5-point polygon) on a detections record with 10 boxes, against
+decoding that record from Avro (which any consumer pays). Render: rebuilding a 1080p frame from
+its 640x640 letterboxed tensor and drawing 10 boxes, against only rebuilding it. Medians of
+interleaved baseline/subject rounds; pure CPU, no broker.
 
-    .venv/bin/python bench/alerts_render.py
+Goal: no pass/fail threshold; it sizes `framebus alerts` (records/s a core evaluates, so how many
+cameras one process serves) and says whether drawing or the rebuild bounds `framebus render`.
+
+    .venv/bin/python -m bench.alerts_render [--rounds 5]
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from bench.benchkit import parser_for, print_header
 from framebus.codec import DetectionsCodec
 from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
 from framebus_tools.alerts.rules import Rule, RuleEngine
-from framebus_tools.perf.tune import machine_info
 from framebus_tools.render.draw import draw_detections, original_frame
 
 CAMERAS = 64
 BOXES = 10
 RULES = 8
-ROUNDS = 5  # interleaved baseline/subject rounds; medians, since the machine is shared
 
 
-def median_rounds(base: Callable[[], float], work: Callable[[], float]) -> tuple[float, float]:
-    rounds = [(base(), work()) for _ in range(ROUNDS)]
+def median_rounds(
+    base: Callable[[], float], work: Callable[[], float], rounds_count: int
+) -> tuple[float, float]:
+    """Medians of interleaved baseline and subject rounds (the machine may be shared)."""
+    rounds = [(base(), work()) for _ in range(rounds_count)]
     return statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
 
 
 def per_second(fn: Callable[[int], None], n: int) -> float:
+    """Items per second of `fn(n)`, after a warm-up call."""
     fn(min(n, 100))  # warm up
     start = time.perf_counter()
     fn(n)
@@ -41,6 +48,7 @@ def per_second(fn: Callable[[int], None], n: int) -> float:
 
 
 def records(n: int) -> list[Detections]:
+    """`n` detections records of BOXES person boxes each, over CAMERAS cameras."""
     rng = np.random.default_rng(0)
     out = []
     for i in range(n):
@@ -54,7 +62,8 @@ def records(n: int) -> list[Detections]:
     return out
 
 
-def bench_alerts(n: int = 20_000) -> None:
+def bench_alerts(rounds: int, n: int = 20_000) -> None:
+    """Print decode and rule-evaluation rates and their ratio."""
     dets = records(n)
     codec = DetectionsCodec()
     payloads = [codec.encode(d) for d in dets]
@@ -70,14 +79,17 @@ def bench_alerts(n: int = 20_000) -> None:
         for d in dets[:k]:
             engine.observe(d)
 
-    base, work = median_rounds(lambda: per_second(decode, n), lambda: per_second(evaluate, n))
+    base, work = median_rounds(
+        lambda: per_second(decode, n), lambda: per_second(evaluate, n), rounds
+    )
     print(
         f"alerts: decode {base:,.0f} records/s, evaluate {RULES} rules x {BOXES} boxes "
         f"{work:,.0f} records/s; evaluation costs {base / work:.2f}x a decode"
     )
 
 
-def bench_render(n: int = 40) -> None:
+def bench_render(rounds: int, n: int = 40) -> None:
+    """Print rebuild and rebuild + draw rates and what drawing adds."""
     lb = Letterbox.fit(1920, 1080, 640, 640)
     tensor = np.full((640, 640, 3), 114, np.uint8)
     frame = Frame(
@@ -95,7 +107,7 @@ def bench_render(n: int = 40) -> None:
             draw_detections(original_frame(frame), frame, det)
 
     base, work = median_rounds(
-        lambda: per_second(rebuild, n), lambda: per_second(rebuild_and_draw, n)
+        lambda: per_second(rebuild, n), lambda: per_second(rebuild_and_draw, n), rounds
     )
     print(
         f"render: rebuild 1080p {base:,.1f} frames/s, rebuild + draw {BOXES} boxes "
@@ -103,10 +115,16 @@ def bench_render(n: int = 40) -> None:
     )
 
 
+def main() -> int:
+    parser = parser_for(__doc__)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median)")
+    args = parser.parse_args()
+    print_header(None)
+    print(f"medians of {args.rounds} interleaved rounds")
+    bench_alerts(args.rounds)
+    bench_render(args.rounds)
+    return 0
+
+
 if __name__ == "__main__":
-    machine = machine_info("-")
-    print("command:", " ".join(["python", *sys.argv]))
-    print(f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}")
-    print(f"medians of {ROUNDS} interleaved rounds")
-    bench_alerts()
-    bench_render()
+    raise SystemExit(main())

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run `framebus tune` with the TensorRT and CUDA providers on a GPU machine and print the tables.
+# Run `framebus tune` with the TensorRT and CUDA providers on a GPU machine and print the tables
+# (capacity and latency per batch size, for each provider chain). Goal: none fixed; it gives the
+# GPU figures the CPU-only benchmarks cannot (docs/benchmarks.md).
 #
 #   bench/gpu_check.sh [MODEL.onnx]
 #
@@ -7,8 +9,12 @@
 # onnxruntime-gpu; add tensorrt-cu12-libs for the TensorRT provider) and an NVIDIA GPU. Without a
 # model it generates the YOLOv8n-sized test model (random weights, 640x640; nothing downloaded).
 # Sized to finish in under 5 minutes: batches 1..32, 3 s each, per provider; the first TensorRT
-# run builds engines into ./trt-cache (reused by the next run).
+# run builds engines into $OUT_DIR/trt-cache (default gpu-check-output/; reused by the next run).
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'  # this header
+  exit 0
+fi
 PY="${PYTHON:-python3}"
 out="${OUT_DIR:-gpu-check-output}"
 mkdir -p "$out"

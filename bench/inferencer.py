@@ -1,18 +1,19 @@
-"""Inferencer benchmark: bare ONNX Runtime vs framebus over real Kafka vs a naive per-frame loop.
+"""Inferencer: bare ONNX Runtime against framebus over real Kafka, and a naive per-frame loop.
 
-All figures come from one run on one machine, on a YOLOv8n-sized model (about 8.7 GFLOPs at
-640x640) generated here with random weights:
-- bare: `session.run` on ready float32 NCHW batches, nothing else (the ceiling);
-- framebus: consume -> batch -> infer (uint8 IO binding) -> NMS -> publish -> commit, over Kafka;
+All from one run on one machine, on a YOLOv8n-sized model (YOLOv8n's layers and widths, random
+weights, about 8.7 GFLOPs at 640x640) generated here, at batch sizes 1 to 16:
+- bare: `session.run` on ready float32 NCHW batches, nothing else (the same-run baseline);
+- framebus: consume -> batch -> infer (uint8 IO binding) -> NMS -> publish -> commit over Kafka,
+  from the first frame received to the last record delivered;
 - naive: one frame at a time, float32 NCHW on the wire, plain `session.run`, flush per frame.
 
-    python bench/inferencer.py [--bootstrap 127.0.0.1:29092] [--frames 32] [--runs 2]
+Goal: framebus / bare ONNX Runtime >= 0.90 at each batch size; framebus above the naive loop.
+
+    .venv/bin/python -m bench.inferencer [--frames 96] [--runs 3] [--bootstrap 127.0.0.1:29092]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -26,22 +27,30 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from bench.benchkit import (
+    add_bootstrap_argument,
+    delete_topics,
+    fresh_topics,
+    parser_for,
+    print_header,
+    verdict,
+)
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
 from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.perf.tune import machine_info
 from framebus_tools.testmodels import conv_gflops, yolov8n_like_model
 
 BATCHES = (1, 2, 4, 8, 16)
 SIZE = 640
+GOAL = 0.90
 
 
 def bare(model: Path, batch: int, frames: int, runs: int) -> float:
+    """img/s of `session.run` on a ready float32 batch (median of `runs`)."""
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).random((batch, 3, SIZE, SIZE), dtype=np.float32)
     session.run(None, {"images": x})  # warm-up
@@ -55,14 +64,8 @@ def bare(model: Path, batch: int, frames: int, runs: int) -> float:
     return statistics.median(rates)
 
 
-def fresh_topics(kafka: KafkaSettings) -> TopicSettings:
-    run = uuid.uuid4().hex[:10]
-    names = TopicSettings(f"bench-{run}.frames", f"bench-{run}.detections", f"bench-{run}.dlq")
-    ensure_topics(kafka, framebus_topics(names, 4, 4))
-    return names
-
-
 def produce_frames(kafka: KafkaSettings, topic: str, n: int, float_wire: bool = False) -> None:
+    """`n` frame records of one random image, uint8 HWC or (`float_wire`) float32 CHW."""
     rng = np.random.default_rng(1)
     image = rng.integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8)
     codec = FrameCodec()
@@ -99,7 +102,17 @@ def produce_frames(kafka: KafkaSettings, topic: str, n: int, float_wire: bool = 
 
 
 def framebus_rate(kafka: KafkaSettings, model: Path, batch: int, frames: int) -> float:
-    names = fresh_topics(kafka)
+    """img/s of framebus's inferencer (in-process) draining `frames` records, first to last."""
+    names = fresh_topics(kafka, 4)
+    try:
+        return framebus_drain(kafka, names, model, batch, frames)
+    finally:
+        delete_topics(kafka, names)
+
+
+def framebus_drain(
+    kafka: KafkaSettings, names: TopicSettings, model: Path, batch: int, frames: int
+) -> float:
     produce_frames(kafka, names.frames_topic, frames)
     settings = InferencerSettings(
         kafka=kafka,
@@ -133,7 +146,15 @@ def framebus_rate(kafka: KafkaSettings, model: Path, batch: int, frames: int) ->
 
 
 def naive_rate(kafka: KafkaSettings, model: Path, frames: int) -> float:
-    names = fresh_topics(kafka)
+    """img/s of a naive loop: one frame at a time, float32 on the wire, a flush per frame."""
+    names = fresh_topics(kafka, 4)
+    try:
+        return naive_drain(kafka, names, model, frames)
+    finally:
+        delete_topics(kafka, names)
+
+
+def naive_drain(kafka: KafkaSettings, names: TopicSettings, model: Path, frames: int) -> float:
     produce_frames(kafka, names.frames_topic, frames, float_wire=True)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     session.run(None, {"images": np.zeros((1, 3, SIZE, SIZE), np.float32)})
@@ -158,7 +179,7 @@ def naive_rate(kafka: KafkaSettings, model: Path, frames: int) -> float:
             continue
         if done == 0:
             t0 = time.perf_counter()
-        frame = frame_codec.decode(msg.value())
+        frame = frame_codec.decode(msg.value() or b"")
         x = np.frombuffer(frame.tensor, np.float32).reshape(1, 3, SIZE, SIZE)
         (out,) = session.run(None, {"images": x})
         decoder.decode([out], 1)
@@ -175,25 +196,17 @@ def naive_rate(kafka: KafkaSettings, model: Path, frames: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--bootstrap", default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092")
-    )
-    parser.add_argument("--frames", type=int, default=32, help="frames per measured run")
-    parser.add_argument("--runs", type=int, default=2, help="runs per figure (median)")
+    parser = parser_for(__doc__)
+    add_bootstrap_argument(parser)
+    parser.add_argument("--frames", type=int, default=96, help="frames per measured run")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     args = parser.parse_args()
     kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
+    print_header()
     with tempfile.TemporaryDirectory() as tmp:
         model_path = Path(tmp) / "yolov8n-like.onnx"
         model = yolov8n_like_model(SIZE)
         onnx.save(model, str(model_path))
-        print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
-        machine = machine_info("CPUExecutionProvider")
-        print(
-            f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}; "
-            f"onnxruntime {ort.__version__}, provider CPUExecutionProvider; "
-            f"confluent-kafka {confluent_kafka.version()}"
-        )
         print(
             f"model: YOLOv8n-sized, random weights, {conv_gflops(model):.2f} GFLOPs at "
             f"{SIZE}x{SIZE}; {args.frames} frames x {args.runs} runs per figure (median)"
@@ -206,7 +219,8 @@ def main() -> int:
                 framebus_rate(kafka, model_path, b, args.frames) for _ in range(args.runs)
             )
             results[b] = fb
-            print(f"{b:>5} {ort_rate:>11.2f} {fb:>15.2f} {fb / ort_rate:>6.2f}", flush=True)
+            ratio = fb / ort_rate
+            print(f"{b:>5} {ort_rate:>11.2f} {fb:>15.2f} {ratio:>6.2f}  {verdict(ratio, GOAL)}")
         naive = statistics.median(
             naive_rate(kafka, model_path, args.frames) for _ in range(args.runs)
         )

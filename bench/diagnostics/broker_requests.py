@@ -3,31 +3,29 @@
 A benchmark's slow run can be framebus's doing or the broker's. Kafka's request logger, at DEBUG,
 writes one "Completed request" line per request with where its time went: queued for a request
 handler (requestQueueTimeMs), handled (localTimeMs: for a produce, the log append), waiting for
-other replicas (remoteTimeMs), queued for the network thread, sent. This reads those lines from
-an embedded broker's log (`framebus kafka start`) and summarises them per topic: each run of
-bench/capacity.py has topics of its own, so each run is one line.
+other replicas (remoteTimeMs), queued for the network thread, sent. This reads those lines from an
+embedded broker's log (`framebus kafka start`) and summarises them per topic: each run of
+`bench.capacity` has topics of its own, so each run is one line. A diagnostic: no baseline, no
+goal. The logger's level is changed on the running broker (Kafka's `kafka-configs --entity-type
+broker-loggers`, run with the embedded broker's own jars); a broker restart sets it back to WARN.
 
-    python bench/broker_requests.py --port 29092 --enable        # the request logger to DEBUG
-    python bench/broker_requests.py --port 29092 [--api PRODUCE] [--topic .detections]
-        [--slow-ms 30]
-    python bench/broker_requests.py --port 29092 --disable       # back to WARN
-
-The logger's level is changed on the running broker (Kafka's `kafka-configs --entity-type
-broker-loggers`, run with the embedded broker's own jars); a restart sets it back to WARN.
+    .venv/bin/python -m bench.diagnostics.broker_requests --port 29092 --enable   # logger to DEBUG
+    .venv/bin/python -m bench.diagnostics.broker_requests --port 29092 [--api PRODUCE]
+        [--topic .detections] [--slow-ms 30]
+    .venv/bin/python -m bench.diagnostics.broker_requests --port 29092 --disable  # back to WARN
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.benchkit import command_line, parser_for
 from framebus_tools.localkafka import NODE_ID, LocalKafka
 
 MARK = "Completed request:"
@@ -103,7 +101,7 @@ def summarise(entries: Iterator[dict[str, Any]], topic_part: str, slow_ms: float
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("--port", type=int, default=29092, help="the embedded broker's port")
     parser.add_argument("--enable", action="store_true", help="request logger to DEBUG, exit")
     parser.add_argument("--disable", action="store_true", help="request logger to WARN, exit")
@@ -117,10 +115,10 @@ def main() -> int:
         return 0
     # log4j2 numbers rolled files oldest first (server.log.1), the live one last
     logs = sorted(broker.log_file.parent.glob("server.log.*")) + [broker.log_file]
-    print(f"command: python {' '.join(sys.argv)}")
+    print("command:", command_line())
     summarise(completed_requests(logs, args.api), args.topic, args.slow_ms)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

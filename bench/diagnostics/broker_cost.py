@@ -1,21 +1,22 @@
 """What framebus costs the local broker: per broker thread over a drain, and per request.
 
-Two measurements against the embedded broker (`framebus kafka start`), reading its CPU from
-/proc (so only a broker on this host):
+Two measurements against the embedded broker (`framebus kafka start`), reading its CPU from /proc
+(so only a broker on this host). A diagnostic: it explains where `bench.capacity`'s broker cores
+go; no goal.
 
-- `threads`: each run fills a fresh frames topic (`bench/capacity.py`'s fill), reads it with the
-  bare consumer (`capacity.py --bare-consume`, a fresh process) and drains it with
-  `framebus inferencer` on the near-free model, as `bench/capacity.py` does. The broker's threads'
-  CPU (`/proc/<pid>/task/*/stat`, sampled every 50 ms, grouped by thread name) is cut at each
-  window: the bare consumer's last `window_s` before it exits, and framebus's first to last
-  detections record. Printed in ms of broker CPU per frame counted, summed over the runs.
+- `threads`: each run fills a fresh frames topic (`bench.capacity`'s fill), reads it with the
+  bare consumer (a fresh process) and drains it with `framebus inferencer` on the near-free model,
+  as `bench.capacity` does. The broker's threads' CPU (`/proc/<pid>/task/*/stat`, sampled every
+  50 ms, grouped by thread name) is cut at each window: the bare consumer's first to last batch,
+  and framebus's first to last detections record. Printed in ms of broker CPU per frame counted,
+  summed over the runs.
 - `requests`: the broker's CPU per produce-and-flush of 16 small records spread over 16
   partitions, all in one partition, and per synchronous commit of 16 partitions' offsets, each
   repeated `--reps` times after 20 uncounted ones. librdkafka sends one ProduceRequest per
   partition (its issue #1700), so the first is 16 requests and the second one.
 
-    python bench/broker_cost.py threads [--runs 4] [--bootstrap 127.0.0.1:29092]
-    python bench/broker_cost.py requests [--reps 300] [--bootstrap 127.0.0.1:29092]
+    .venv/bin/python -m bench.diagnostics.broker_cost threads [--runs 4] [--bootstrap 127.0.0.1:29092]
+    .venv/bin/python -m bench.diagnostics.broker_cost requests [--reps 300]
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka
 import onnx
 
-from capacity import (
+from bench.benchkit import (
     CPU_SAMPLE_S,
     SIZE,
+    TICK_S,
     add_bootstrap_argument,
     bare_consume_process,
     broker_pids,
@@ -44,6 +46,7 @@ from capacity import (
     fill_frames,
     fresh_topics,
     inferencer_env,
+    parser_for,
     print_header,
     read_detections,
     run_inferencer,
@@ -53,14 +56,13 @@ from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus_tools.testmodels import near_free_model
 
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-EXIT_S = 0.1  # about how long the bare consumer's process takes from its last batch to exiting
-Snapshot = tuple[float, Counter[str]]  # wall-clock s, CPU s per thread group
+ThreadCpu = dict[str, float]  # CPU seconds per thread group
+Snapshot = tuple[float, ThreadCpu]  # wall-clock s, and the CPU then
 
 
-def thread_cpu(pid: int) -> Counter[str]:
+def thread_cpu(pid: int) -> ThreadCpu:
     """CPU seconds (user + system) of a process's threads, grouped by name less its number."""
-    groups: Counter[str] = Counter()
+    groups: ThreadCpu = defaultdict(float)
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             stat = (task / "stat").read_text()
@@ -94,33 +96,38 @@ class Sampler:
             self.samples.append((time.time(), thread_cpu(self.pid)))
             self._stop.wait(CPU_SAMPLE_S)
 
-    def between(self, t0: float, t1: float) -> Counter[str]:
+    def between(self, t0: float, t1: float) -> ThreadCpu:
         """Each thread group's CPU seconds between the samples nearest t0 and t1."""
         first = min(self.samples, key=lambda s: abs(s[0] - t0))[1]
         last = min(self.samples, key=lambda s: abs(s[0] - t1))[1]
-        return Counter({k: v - first.get(k, 0.0) for k, v in last.items()})
+        return {k: v - first.get(k, 0.0) for k, v in last.items()}
+
+
+def add_to(total: dict[str, float], more: ThreadCpu) -> None:
+    """Add each thread group's CPU seconds in `more` to `total`."""
+    for group, seconds in more.items():
+        total[group] = total.get(group, 0.0) + seconds
 
 
 def threads(args: argparse.Namespace, kafka: KafkaSettings) -> None:
     """Broker CPU per frame by thread group: the bare consumer's windows against framebus's."""
-    cpu: dict[str, Counter[str]] = {"bare": Counter(), "framebus": Counter()}
+    cpu: dict[str, ThreadCpu] = {"bare": {}, "framebus": {}}
     frames = {"bare": 0, "framebus": 0}
     with tempfile.TemporaryDirectory() as tmp, Sampler(only_broker()) as sampler:
         model = Path(tmp) / "near-free.onnx"
         onnx.save(near_free_model(SIZE), str(model))
         for run in range(args.runs):
-            names = fresh_topics(kafka, args.partitions)
+            names = fresh_topics(kafka, args.partitions, prefix="cost")
             try:
                 fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
                 os.sync()
                 bare = bare_consume_process(
                     kafka, names.frames_topic, args.frames, args.max_batch, keep_heap=True
                 )
-                end = time.time() - EXIT_S
-                cpu["bare"].update(sampler.between(end - bare["window_s"], end))
-                frames["bare"] += int(bare["frames"])
+                add_to(cpu["bare"], sampler.between(bare.first_wall_s, bare.last_wall_s))
+                frames["bare"] += bare.frames
                 counted, t0, t1 = drain(kafka, names, model, args, Path(tmp))
-                cpu["framebus"].update(sampler.between(t0, t1))
+                add_to(cpu["framebus"], sampler.between(t0, t1))
                 frames["framebus"] += counted
             finally:
                 delete_topics(kafka, names)
@@ -152,11 +159,12 @@ def drain(
         (m.timestamp()[1], codec.decode(m.value() or b"").batch_size)
         for m in read_detections(kafka, names.detections_topic, args.frames)
     )
-    first_batch = max(1, dets[0][1])  # its records end the start-up, as in capacity.py
+    first_batch = max(1, dets[0][1])  # its records end the start-up, as in bench.capacity
     return len(dets) - first_batch, dets[0][0] / 1000, dets[-1][0] / 1000
 
 
 def only_broker() -> int:
+    """The one local broker's pid (this measures a broker on this host)."""
     pids = broker_pids()
     if len(pids) != 1:
         raise SystemExit(f"expected one local broker (framebus kafka start), found {len(pids)}")
@@ -166,7 +174,7 @@ def only_broker() -> int:
 def requests(args: argparse.Namespace, kafka: KafkaSettings) -> None:
     """The broker's CPU per produce-and-flush and per synchronous commit."""
     broker = only_broker()
-    names = fresh_topics(kafka, 16)
+    names = fresh_topics(kafka, 16, prefix="cost")
     topic = names.detections_topic
     try:
         producer = Producer(kafka)
@@ -211,7 +219,7 @@ def requests(args: argparse.Namespace, kafka: KafkaSettings) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__)
     parser.add_argument("what", choices=("threads", "requests"))
     parser.add_argument("--runs", type=int, default=4, help="threads: runs, summed")
     parser.add_argument("--frames", type=int, default=960)

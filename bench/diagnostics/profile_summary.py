@@ -1,20 +1,22 @@
 """Where an inferencer's time went, by pipeline thread, from a `py-spy record --format raw` file.
 
-`bench/capacity.py --profile FILE` writes such a file (one drain of `framebus inferencer`). Each
-line is a stack and its sample count; a stack belongs to the receive, infer or publish thread by
-the stage's `run` frame in it (anything else: start-up and the main thread, "other"). Prints the
-samples per thread, then the most frequent (thread, innermost framebus function, innermost
-function) triples, so "the receive thread spent N of its M samples in commit()" can be read off.
+`python -m bench.capacity --profile FILE` writes such a file (one more drain of `framebus
+inferencer`, not counted). Each line is a stack and its sample count; a stack belongs to the
+receive, infer or publish thread by the stage's `run` frame in it (anything else: start-up and
+the main thread, "other"). Prints the samples per thread, then the most frequent (thread,
+innermost framebus function, innermost function) triples, so "the receive thread spent N of its
+M samples in commit()" can be read off. A diagnostic: no baseline, no goal.
 
-    python bench/profile_summary.py FILE [--top 20]
+    .venv/bin/python -m bench.diagnostics.profile_summary FILE [--top 20]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from pathlib import Path
+
+from bench.benchkit import command_line, parser_for
 
 THREADS = {"Receiver.run": "receive", "Inference.run": "infer", "Publisher.run": "publish"}
 
@@ -50,11 +52,11 @@ def summarize(lines: list[str]) -> tuple[Counter[str], Counter[tuple[str, str, s
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("file", type=Path)
-    parser.add_argument("--top", type=int, default=20)
+    parser = parser_for(__doc__)
+    parser.add_argument("file", type=Path, help="py-spy's raw output")
+    parser.add_argument("--top", type=int, default=20, help="how many places to print")
     args = parser.parse_args()
-    print("command: python bench/profile_summary.py " + " ".join(sys.argv[1:]))
+    print("command:", command_line())
     by_thread, by_place = summarize(args.file.read_text().splitlines())
     print("samples by thread: " + ", ".join(f"{t} {n}" for t, n in by_thread.most_common()))
     for (thread, ours, leaf), n in by_place.most_common(args.top):

@@ -1,20 +1,18 @@
 """The Kafka hop of a frame: produce() -> delivered, and produce() -> a consumer has it.
 
-The floor under the fixed path of `bench/latency.py`: no decoder, no inferencer, only the
-project's producer (with the decoder's librdkafka settings) sending frame-sized records at a
-real-time rate to a fresh topic, keyed by camera as the decoder keys them, and the project's
-consumer (the inferencer's fetch settings) reading them in a second process. Per record: the
-delivery latency (produce() -> the broker's acknowledgement, from the delivery report) and the
-hop (produce() -> the consumer's consume() returned it; the record's CreateTime is stamped at
-produce()). Each repetition runs every setting once, in turn; figures are medians of the
-repetitions' p50/p99, and ratios against the first setting in the same repetition.
+The floor under the fixed path of `bench.latency`: no decoder, no inferencer, only the project's
+producer (with the decoder's librdkafka settings) sending frame-sized records at a real-time rate
+to a fresh topic, keyed by camera as the decoder keys them, and the project's consumer (the
+inferencer's fetch settings) reading them in a second process. Per record: the delivery latency
+(produce() -> the broker's acknowledgement, from the delivery report) and the hop (produce() ->
+the consumer's consume() returned it; the record's CreateTime is stamped at produce()). Each
+repetition runs every setting once, in turn; medians of the repetitions' p50/p99, and the hop's
+p50 against the first setting's in the same repetition. Settings are `linger=N` (the decoder
+producer's linger.ms) and `size=B` (record bytes), `+`-joined; the default compares a 640x640x3
+frame with a 1 KB record, the per-request floor. A diagnostic; no goal.
 
-Settings are `linger=N` (the decoder's producer linger.ms) and `size=B` (record bytes),
-`+`-joined; the defaults compare the decoder's old linger.ms (5) with its new one (0) for a
-640x640x3 frame, and a 1 KB record as the per-request floor.
-
-    python bench/kafka_hop.py [--reps 3] [--seconds 15] [--rate 50] [--cameras 10]
-        [--settings linger=5,linger=0,linger=0+size=1000] [--bootstrap 127.0.0.1:29092]
+    .venv/bin/python -m bench.diagnostics.kafka_hop [--reps 3] [--seconds 15] [--rate 50]
+        [--cameras 10] [--settings linger=0,linger=0+size=1000] [--bootstrap 127.0.0.1:29092]
 """
 
 from __future__ import annotations
@@ -28,11 +26,16 @@ import time
 import uuid
 from typing import Any
 
-from capacity import add_bootstrap_argument, delete_topics, print_header
+from bench.benchkit import (
+    add_bootstrap_argument,
+    delete_topics,
+    fresh_topics,
+    parser_for,
+    print_header,
+)
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
 from framebus_decoder.service import producer_overrides
 from framebus_decoder.settings import DecoderSettings
 from framebus_tools.runstats import percentile
@@ -80,9 +83,7 @@ def receive(bootstrap: str, topic: str, seconds: float, out: Any) -> None:
 def one_setting(kafka: KafkaSettings, args: argparse.Namespace, setting: str) -> dict[str, float]:
     """p50/p99 of delivery and hop for one setting, on a topic of its own."""
     linger, size = parse_setting(setting)
-    run = uuid.uuid4().hex[:8]
-    names = TopicSettings(f"hop-{run}.frames", f"hop-{run}.detections", f"hop-{run}.dlq")
-    ensure_topics(kafka, framebus_topics(names, args.cameras, 1))
+    names = fresh_topics(kafka, args.cameras, prefix="hop")
     settings = DecoderSettings(kafka=kafka, producer_linger_ms=linger)
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
@@ -133,12 +134,16 @@ def one_setting(kafka: KafkaSettings, args: argparse.Namespace, setting: str) ->
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
+    parser = parser_for(__doc__)
+    parser.add_argument("--reps", type=int, default=3, help="repetitions (median)")
     parser.add_argument("--seconds", type=float, default=15.0, help="producing, per setting")
     parser.add_argument("--rate", type=float, default=50.0, help="records/s over all cameras")
     parser.add_argument("--cameras", type=int, default=10, help="keys (= partitions)")
-    parser.add_argument("--settings", default="linger=5,linger=0,linger=0+size=1000")
+    parser.add_argument(
+        "--settings",
+        default="linger=0,linger=0+size=1000",
+        help="comma-separated, each linger=N and/or size=B joined by +; the first is the baseline",
+    )
     add_bootstrap_argument(parser)
     args = parser.parse_args()
     kafka = KafkaSettings(bootstrap_servers=args.bootstrap)

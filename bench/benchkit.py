@@ -1,0 +1,472 @@
+"""What the benchmarks and diagnostics share, so that none imports another.
+
+The command and machine header, the broker argument, fresh topics filled with frame records and
+deleted after, a bare consumer in a process of its own (the inferencer side's baseline), the
+`framebus inferencer` subprocess, CPU readings from /proc, and medians of per-run ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import av
+import confluent_kafka
+import cv2
+import numpy as np
+import numpy.typing as npt
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+from framebus.kafka.consumer import Consumer
+from framebus.kafka.producer import Producer
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.letterbox import Letterbox
+from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
+from framebus.messages import Compression, TensorLayout
+from framebus_decoder.service import producer_overrides
+from framebus_decoder.settings import DecoderSettings
+from framebus_decoder.wire import FrameEncoder
+from framebus_tools.perf.loadtest import end_offsets
+from framebus_tools.perf.tune import machine_info
+
+SIZE = 640  # the model input every benchmark letterboxes to
+SOURCE = (1920, 1080)  # the camera frame the filled records say they came from
+IMAGES = 4  # distinct prepared tensors, reused: content does not change any cost measured here
+CPU_SAMPLE_S = 0.05  # how often a running process's CPU is read from /proc
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+CORES = os.cpu_count() or 1
+U8 = npt.NDArray[np.uint8]
+
+
+# ---------------------------------------------------------------------------------------------
+# Header, arguments, medians
+
+
+def program() -> str:
+    """How this program is started, as a reader would type it: `python -m bench.x`."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    start = ["-m", spec.name] if spec is not None else [sys.argv[0]]
+    return " ".join([Path(sys.executable).name, *start])
+
+
+def command_line() -> str:
+    """This process's command line, as a reader would type it."""
+    return " ".join([program(), *sys.argv[1:]])
+
+
+def print_header(provider: str | None = "CPUExecutionProvider") -> dict[str, Any]:
+    """Print the command and the machine with the versions that matter here; return the machine.
+
+    `provider`: the ONNX Runtime execution provider the figures use (None: no engine runs).
+    """
+    machine = machine_info(provider or "-")
+    machine["confluent_kafka"] = confluent_kafka.__version__
+    machine["librdkafka"] = confluent_kafka.libversion()[0]
+    print("command:", command_line())
+    print(
+        f"machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}; "
+        f"Python {machine['python']}; onnxruntime {machine['onnxruntime']}"
+        f"{f' ({provider})' if provider else ''}; "
+        f"confluent-kafka {machine['confluent_kafka']}, librdkafka {machine['librdkafka']}; "
+        f"PyAV {av.__version__}; OpenCV {cv2.__version__}",
+        flush=True,
+    )
+    return machine
+
+
+def parser_for(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser whose --help shows the module's docstring (what, goal, command)."""
+    return argparse.ArgumentParser(
+        prog=program(), description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap, defaulting to FRAMEBUS_BOOTSTRAP_SERVERS or the test broker."""
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092"),
+        help="Kafka bootstrap servers (default: FRAMEBUS_BOOTSTRAP_SERVERS or 127.0.0.1:29092)",
+    )
+
+
+def ratios(subject: Sequence[float], base: Sequence[float]) -> list[float]:
+    """subject / baseline of each run (both lists in run order)."""
+    return [s / b for s, b in zip(subject, base, strict=True)]
+
+
+def runs_text(values: Sequence[float]) -> str:
+    """'0.81, 0.77, 0.90': each run's figure, for the line that gives their median."""
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def verdict(value: float, goal: float, *, at_most: bool = False) -> str:
+    """'goal >= 0.80: met' (or `<=` with `at_most`, or MISSED)."""
+    met = value <= goal if at_most else value >= goal
+    return f"goal {'<=' if at_most else '>='} {goal:g}: {'met' if met else 'MISSED'}"
+
+
+def print_median_ratio(label: str, per_run: Sequence[float], goal: float | None = None) -> float:
+    """Print the median of per-run ratios, the runs, and the goal's verdict; return the median."""
+    ratio = statistics.median(per_run)
+    goal_text = f"; {verdict(ratio, goal)}" if goal is not None else ""
+    print(f"{label}: ratio {ratio:.3f} (median of per-run {runs_text(per_run)}){goal_text}")
+    return ratio
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics and frame records
+
+
+def fresh_topics(kafka: KafkaSettings, partitions: int, prefix: str = "bench") -> TopicSettings:
+    """A fresh set of frames/detections/dead-letter topics, created as `framebus topics` does."""
+    run = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    names = TopicSettings(f"{run}.frames", f"{run}.detections", f"{run}.dlq")
+    ensure_topics(kafka, framebus_topics(names, partitions, partitions))
+    return names
+
+
+def delete_topics(kafka: KafkaSettings, names: TopicSettings) -> None:
+    """Drop a run's topics: 960 frames are 1.2 GB of broker log."""
+    admin = AdminClient(kafka.client_config())
+    topics = [names.frames_topic, names.detections_topic, names.deadletter_topic]
+    for future in admin.delete_topics(topics, request_timeout=30).values():
+        with contextlib.suppress(confluent_kafka.KafkaException):  # already gone: nothing to do
+            future.result(30)
+
+
+def prepared_tensors() -> list[U8]:
+    """A few letterboxed-looking uint8 640x640x3 tensors (grey padding, noise inside)."""
+    rng = np.random.default_rng(1)
+    lb = Letterbox.fit(*SOURCE, SIZE, SIZE)
+    out = []
+    for _ in range(IMAGES):
+        t = np.full((SIZE, SIZE, 3), 114, np.uint8)
+        t[lb.pad_y : lb.pad_y + lb.resized_height] = rng.integers(
+            0, 255, (lb.resized_height, SIZE, 3), dtype=np.uint8
+        )
+        out.append(t)
+    return out
+
+
+def encode_frame(enc: FrameEncoder, camera: str, seq: int, tensor: U8) -> bytes:
+    """One frame record, byte for byte what the decoder sends; captured now."""
+    lb = Letterbox.fit(*SOURCE, SIZE, SIZE)
+    return enc.encode(
+        camera_id=camera,
+        seq=seq,
+        capture_ts_us=time.time_ns() // 1000,
+        pts_s=seq / 5,
+        orig_width=SOURCE[0],
+        orig_height=SOURCE[1],
+        shape=tensor.shape,
+        layout=TensorLayout.HWC,
+        scale=lb.scale,
+        pad_x=lb.pad_x,
+        pad_y=lb.pad_y,
+        compression=Compression.NONE,
+        tensor=tensor.data.cast("B"),
+    )
+
+
+def fill_frames(kafka: KafkaSettings, topic: str, frames: int, cameras: int) -> None:
+    """Produce `frames` records round-robin over `cameras`, through the decoder's producer."""
+    tensors, enc = prepared_tensors(), FrameEncoder()
+    with Producer(kafka, overrides=producer_overrides(DecoderSettings(kafka=kafka))) as producer:
+        for i in range(frames):
+            cam = f"cam-{i % cameras:02d}"
+            value = encode_frame(enc, cam, i // cameras, tensors[i % IMAGES])
+            producer.produce(topic, value, key=cam, block_s=30.0)
+        if producer.flush(60):
+            raise RuntimeError(f"filling {topic}: records undelivered after 60 s")
+    if end_offsets(kafka, topic) != frames:
+        raise RuntimeError(f"filling {topic}: expected {frames} records on the topic")
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU from /proc (Linux)
+
+
+def process_usage(pid: int) -> tuple[float, int] | None:
+    """User + system CPU seconds and minor page faults of a running process; None once gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) * TICK_S, int(fields[7])
+
+
+def broker_pids() -> list[int]:
+    """The local Kafka brokers' processes (`framebus kafka start` runs kafka.Kafka); [] if none."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            if b"kafka.Kafka" in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+    return pids
+
+
+def host_usage(brokers: list[int]) -> tuple[float, float]:
+    """Busy CPU seconds of the whole host (all cores) and of the brokers: counters to subtract.
+
+    Busy is wall time x cores less /proc/stat's idle and iowait, which the kernel measures
+    exactly (the busy states are sampled by timer tick), so time stolen by other tenants counts.
+    """
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = time.time() * CORES - (fields[3] + fields[4]) * TICK_S
+    broker = 0.0
+    for pid in brokers:
+        usage = process_usage(pid)
+        broker += usage[0] if usage is not None else 0.0
+    return busy, broker
+
+
+def others_cores(
+    host_s: float, own_s: float, broker_s: float, window_s: float
+) -> tuple[float, float]:
+    """The broker's and the rest of the host's CPU over a window, in cores.
+
+    The rest is the host's busy CPU less the measured process's own (`own_s`) and the broker's.
+    """
+    return broker_s / window_s, (host_s - own_s - broker_s) / window_s
+
+
+# ---------------------------------------------------------------------------------------------
+# The bare consumer: the inferencer side's baseline
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """What a bare consumer measured, from its first batch to its last (that first excepted)."""
+
+    rate: float  # frames/s
+    frames: int  # records counted
+    cpu_s: float  # user + system CPU seconds of the process
+    minflt: int  # minor page faults of the process
+    window_s: float  # from the first batch to the last
+    host_s: float  # the host's busy CPU seconds over that window (all processes)
+    broker_s: float  # the local broker's CPU seconds over that window
+    first_wall_s: float  # the window's ends, wall-clock (time.time()) seconds
+    last_wall_s: float
+    maxrss_mb: float  # the process's peak resident memory
+
+    @property
+    def cpu_ms_per_frame(self) -> float:
+        return self.cpu_s * 1000 / self.frames
+
+    @property
+    def faults_per_frame(self) -> float:
+        return self.minflt / self.frames
+
+    def others(self) -> tuple[float, float]:
+        """The broker's and the rest of the host's CPU over the window, in cores."""
+        return others_cores(self.host_s, self.cpu_s, self.broker_s, self.window_s)
+
+
+def bare_consume(
+    kafka: KafkaSettings, topic: str, frames: int, batch: int, overrides: dict[str, Any]
+) -> Consumed:
+    """A bare confluent_kafka.Consumer reading the topic from the beginning: rate and costs.
+
+    The client is built by framebus's `Consumer` wrapper, so its librdkafka settings (fetch sizes,
+    read_committed, earliest, assignment strategy) are the inferencer's unless `overrides` says
+    otherwise; the loop calls the raw client's consume() and touches only each value's length.
+    """
+    wrapper = Consumer(kafka, f"bench-bare-{uuid.uuid4().hex[:8]}", overrides)
+    client = wrapper.client
+    client.subscribe([topic])
+    got, nbytes, first_n = 0, 0, 0
+    t0 = t1 = first_wall = 0.0
+    start = resource.getrusage(resource.RUSAGE_SELF)  # reset at the first batch
+    brokers = broker_pids()
+    host0 = host_usage(brokers)
+    deadline = time.monotonic() + 120
+    while got < frames:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"bare consumer: {got} of {frames} records in 120 s")
+        good = [m for m in client.consume(batch, 1.0) if m.error() is None]
+        if not good:
+            continue
+        nbytes += sum(len(m.value()) for m in good)
+        if not got:
+            t0, first_n, first_wall = time.perf_counter(), len(good), time.time()
+            start = resource.getrusage(resource.RUSAGE_SELF)
+            host0 = host_usage(brokers)
+        got += len(good)
+        t1 = time.perf_counter()
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    host1 = host_usage(brokers)
+    last_wall = time.time() - (time.perf_counter() - t1)
+    wrapper.close()
+    if nbytes < 1_200_000 * frames:
+        raise RuntimeError(f"bare consumer: {nbytes} bytes is not {frames} frame records")
+    return Consumed(
+        rate=(got - first_n) / (t1 - t0),
+        frames=got - first_n,
+        cpu_s=end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
+        minflt=end.ru_minflt - start.ru_minflt,
+        window_s=t1 - t0,
+        host_s=host1[0] - host0[0],
+        broker_s=host1[1] - host0[1],
+        first_wall_s=first_wall,
+        last_wall_s=last_wall,
+        maxrss_mb=end.ru_maxrss / 1024,
+    )
+
+
+def _bare_consume_child(
+    bootstrap: str,
+    topic: str,
+    frames: int,
+    batch: int,
+    overrides: dict[str, Any],
+    keep_heap: bool,
+    out: Connection,
+) -> None:
+    if keep_heap:
+        keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
+    kafka = KafkaSettings(bootstrap_servers=bootstrap)
+    try:
+        out.send(bare_consume(kafka, topic, frames, batch, overrides))
+    except Exception as exc:  # handed to the parent, which raises it with the run's context
+        out.send(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def bare_consume_process(
+    kafka: KafkaSettings,
+    topic: str,
+    frames: int,
+    batch: int,
+    overrides: dict[str, Any] | None = None,
+    keep_heap: bool = False,
+) -> Consumed:
+    """`bare_consume` in a fresh process, as the inferencer runs in one.
+
+    `keep_heap`: that process first sets glibc's thresholds as the services do (`keep_freed_heap`),
+    so a ratio compares two paths, not two heap policies. Run in the benchmark's own process,
+    after a fill had produced 1.2 GB there, the same consumer read 2-5x slower than in a fresh
+    one: the baseline would have carried that process's heap rather than the consumer's cost.
+    """
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    args = (kafka.bootstrap_servers, topic, frames, batch, overrides or {}, keep_heap, sender)
+    proc = context.Process(target=_bare_consume_child, args=args, daemon=True)
+    proc.start()
+    sender.close()
+    try:
+        got: Consumed | str = receiver.recv() if receiver.poll(180) else "no result in 180 s"
+    except EOFError:
+        got = "exited without a result"
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    if not isinstance(got, Consumed):
+        raise RuntimeError(f"bare consumer process (exit code {proc.exitcode}): {got}")
+    return got
+
+
+# ---------------------------------------------------------------------------------------------
+# `framebus inferencer` as a subprocess
+
+# (wall-clock s, the process's user + system CPU s, its minor page faults, the host's busy CPU s,
+# the local broker's CPU s)
+UsageSamples = list[tuple[float, float, int, float, float]]
+
+
+def inferencer_env(
+    kafka: KafkaSettings, names: TopicSettings, model: Path, max_batch: int
+) -> dict[str, str]:
+    """A drain's settings: a fresh group (it starts at the earliest offset), no staleness."""
+    return {
+        **os.environ,
+        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
+        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
+        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        "FRAMEBUS_MODEL_PATH": str(model),
+        "FRAMEBUS_MAX_BATCH": str(max_batch),
+        "FRAMEBUS_CONSUMER_GROUP": f"bench-fb-{uuid.uuid4().hex[:8]}",
+        # The frames were captured seconds before the drain: measure throughput, not staleness.
+        "FRAMEBUS_MAX_FRAME_AGE_MS": "600000",
+        "FRAMEBUS_STOP_AFTER_IDLE_S": "3",
+        "FRAMEBUS_PROVIDERS": "cpu",
+        # As with a GPU provider (what `auto` does there): the engine's CPU threads do not spin
+        # between runs, so the cores stay with Kafka and the pipeline's other stages.
+        "FRAMEBUS_INTRA_OP_SPINNING": "off",
+        "FRAMEBUS_LOG_LEVEL": "warning",
+    }
+
+
+def run_inferencer(
+    env: dict[str, str], log_path: Path, profile: Path | None = None, timeout_s: float = 300
+) -> tuple[int, UsageSamples]:
+    """Run `framebus inferencer` until it stops on idle; optionally under `py-spy record`.
+
+    Returns its exit code and its CPU and page faults sampled every CPU_SAMPLE_S, with the host's
+    and the broker's (none under py-spy, whose child it is).
+    """
+    script = Path(sys.executable).with_name("framebus")
+    command = (
+        [str(script), "inferencer"]
+        if script.exists()
+        else [sys.executable, "-m", "framebus_tools.cli", "inferencer"]
+    )
+    if profile is not None:
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        command = [py_spy, "record", "--format", "raw", "-o", str(profile), "--", *command]
+    samples: UsageSamples = []
+    brokers = broker_pids()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise subprocess.TimeoutExpired(command, timeout_s)
+            usage = process_usage(proc.pid) if profile is None else None
+            if usage is not None:
+                samples.append((time.time(), *usage, *host_usage(brokers)))
+            time.sleep(CPU_SAMPLE_S)
+    return proc.returncode, samples
+
+
+def read_detections(kafka: KafkaSettings, topic: str, frames: int) -> list[Any]:
+    """Every detections record on the topic (stops 5 s after the last, or 20 s short of `frames`)."""
+    client = confluent_kafka.Consumer(
+        {
+            **kafka.client_config(),
+            "group.id": f"bench-read-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    client.subscribe([topic])
+    out: list[Any] = []
+    idle_since = time.monotonic()
+    while time.monotonic() - idle_since < (5.0 if len(out) >= frames else 20.0):
+        got = [m for m in client.consume(500, 0.5) if m.error() is None]
+        if got:
+            out += got
+            idle_since = time.monotonic()
+    client.close()
+    return out
