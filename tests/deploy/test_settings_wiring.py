@@ -8,6 +8,7 @@ load through the app's own settings parser.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -55,10 +56,20 @@ def _check(command: str, env: dict[str, str], where: str) -> None:
         cfg.load(cls, env)  # raises ConfigError naming the variable on a bad value
 
 
-def _command_of(container: dict[str, Any]) -> str:
-    args = [*container.get("command", []), *container.get("args", [])]
-    assert args[0] == "framebus", args
-    return str(args[1])
+# The services' entry points, and the `framebus` CLI for the rest (the topics Job).
+ENTRY_POINTS = {
+    ("python", "-m", "framebus_decoder"): "decoder",
+    ("python", "-m", "framebus_inferencer"): "inferencer",
+}
+
+
+def _command_of(argv: list[str]) -> str:
+    """Which settings the process reads, from the command line a manifest gives it."""
+    for prefix, command in ENTRY_POINTS.items():
+        if tuple(argv[: len(prefix)]) == prefix:
+            return command
+    assert argv[0] == "framebus", argv
+    return str(argv[1])
 
 
 def test_chart_when_rendered_then_every_framebus_variable_is_a_real_setting(
@@ -68,7 +79,7 @@ def test_chart_when_rendered_then_every_framebus_variable_is_a_real_setting(
         for container in containers_of(pod_spec):
             if container["name"] == "fetch-model":
                 continue
-            command = _command_of(container)
+            command = _command_of([*container.get("command", []), *container.get("args", [])])
             _check(command, _env_values(container), f"{values_name}/{component}")
 
 
@@ -79,7 +90,8 @@ def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() ->
         if not service["image"].startswith("framebus/"):
             continue
         env = {k: str(v) for k, v in service.get("environment", {}).items()}
-        _check(str(service["command"][0]), env, f"compose {name}")
+        argv = [*service.get("entrypoint", []), *service.get("command", [])]
+        _check(_command_of(argv), env, f"compose {name}")
         checked += 1
     assert checked == 4
 
@@ -93,6 +105,15 @@ def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:
     }
     assert "FRAMEBUS_TRT_CACHE_DIR" in names
     assert not names - _known_names(SETTINGS["inferencer"])
+
+
+@pytest.mark.parametrize("service", ["decoder", "inferencer"])
+def test_images_when_run_then_their_entrypoint_is_the_service_module(service: str) -> None:
+    dockerfile = (REPO / "services" / service / "Dockerfile").read_text(encoding="utf-8")
+    (line,) = [ln for ln in dockerfile.splitlines() if ln.startswith("ENTRYPOINT")]
+    argv = json.loads(line.removeprefix("ENTRYPOINT"))
+    assert _command_of(argv) == service
+    assert "CMD" not in dockerfile.split()  # no default argument for the entry point
 
 
 def test_wiring_check_when_a_variable_is_misspelt_then_it_fails() -> None:

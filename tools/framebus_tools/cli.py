@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from framebus import settings as cfg
+from framebus.entrypoint import stop_on_signals
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.logs import configure_logging
+
+# The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`); the
+# CLI hands them their arguments, so both ways of starting a service run the same code.
+SERVICES = {
+    "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
+    "inferencer": "batch frames through the model and publish detections "
+    "(python -m framebus_inferencer)",
+}
 
 
 def _kafka_command(args: argparse.Namespace) -> int:
@@ -57,35 +63,16 @@ def _topics_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT, so a service can finish its work and exit cleanly."""
-    stop = threading.Event()
+def _service_main(name: str, argv: Sequence[str]) -> int:
+    """`framebus decoder|inferencer ...`: the service's own entry point, so one code path."""
+    prog = f"framebus {name}"
+    if name == "decoder":
+        from framebus_decoder.__main__ import main as decoder_main
 
-    def handle(signum: int, _frame: object) -> None:
-        logging.getLogger("framebus").info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
+        return decoder_main(argv, prog)
+    from framebus_inferencer.__main__ import main as inferencer_main
 
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
-    return stop
-
-
-def _decoder_command(args: argparse.Namespace) -> int:
-    from framebus_decoder.service import run
-    from framebus_decoder.settings import DecoderSettings
-
-    settings = cfg.load(DecoderSettings, os.environ, args)
-    configure_logging(settings.log_level)
-    return run(settings, _stop_on_signals())
-
-
-def _inferencer_command(args: argparse.Namespace) -> int:
-    from framebus_inferencer.service import run
-    from framebus_inferencer.settings import InferencerSettings
-
-    settings = cfg.load(InferencerSettings, os.environ, args)
-    configure_logging(settings.log_level)
-    return run(settings, _stop_on_signals())
+    return inferencer_main(argv, prog)
 
 
 def _demo_command(args: argparse.Namespace) -> int:
@@ -99,7 +86,7 @@ def _alerts_command(args: argparse.Namespace) -> int:
 
     settings = cfg.load(AlertsSettings, os.environ, args)
     configure_logging(settings.log_level)
-    return run(settings, _stop_on_signals())
+    return run(settings, stop_on_signals())
 
 
 def _render_command(args: argparse.Namespace) -> int:
@@ -110,16 +97,18 @@ def _render_command(args: argparse.Namespace) -> int:
 
 
 def _tune_command(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from framebus_tools.perf.tune import (
         TuneSettings,
         batch_sizes,
         engine_factory,
         format_table,
+        require_tools_extra,
         run_tune,
         write_outputs,
     )
+
+    require_tools_extra("tune", "matplotlib", "tqdm")  # before minutes of measuring
+    from tqdm import tqdm
 
     settings = cfg.load(TuneSettings, os.environ, args)
     configure_logging("warning", json_lines=False)
@@ -140,7 +129,9 @@ def _tune_command(args: argparse.Namespace) -> int:
 
 def _loadtest_command(args: argparse.Namespace) -> int:
     from framebus_tools.perf.loadtest import LoadtestSettings, format_report, run_loadtest
+    from framebus_tools.perf.tune import require_tools_extra
 
+    require_tools_extra("loadtest", "matplotlib")  # before starting Kafka and the services
     settings = cfg.load(LoadtestSettings, os.environ, args)
     configure_logging("warning", json_lines=False)
     _start_local_kafka_if_needed(settings.kafka)
@@ -169,8 +160,6 @@ def _config_docs_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line interface."""
-    from framebus_decoder.settings import DecoderSettings
-    from framebus_inferencer.settings import InferencerSettings
     from framebus_tools.alerts.consumer import AlertsSettings
     from framebus_tools.demo import DemoSettings
     from framebus_tools.render.service import RenderSettings
@@ -198,19 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_arguments(topics, TopicSettings)
     topics.set_defaults(func=_topics_command)
 
+    # Listed for `framebus --help` only: `main` hands their arguments to the service's own entry
+    # point (`python -m framebus_decoder|framebus_inferencer`), which parses its flags.
+    for name, help_text in SERVICES.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+
     commands: Sequence[tuple[str, str, type, Callable[[argparse.Namespace], int]]] = (
-        (
-            "decoder",
-            "decode cameras and publish letterboxed frames",
-            DecoderSettings,
-            _decoder_command,
-        ),
-        (
-            "inferencer",
-            "batch frames through the model and publish detections",
-            InferencerSettings,
-            _inferencer_command,
-        ),
         (
             "demo",
             "run the whole pipeline on generated cameras and print detections",
@@ -252,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `framebus` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SERVICES:
+        return _service_main(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

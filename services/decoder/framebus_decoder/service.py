@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -31,6 +30,11 @@ from framebus_decoder.worker import CameraWorker, WorkerConfig
 log = logging.getLogger(__name__)
 
 SUMMARY_EVERY_S = 30.0
+# How long to wait for a camera worker to end once its stop is set. It checks the stop between
+# frames, but an open or read blocked in FFmpeg returns only at PyAV's timeout (`open_timeout_s`,
+# `stall_timeout_s`: 10 s by default), so less would give up on a worker about to end, and more
+# would hold up a camera reload or the shutdown (within Kubernetes' grace period) on a stuck one.
+WORKER_JOIN_TIMEOUT_S = 10.0
 
 
 def worker_config(settings: DecoderSettings) -> WorkerConfig:
@@ -153,9 +157,13 @@ class DecoderService:
         worker = self.workers.pop(camera_id)
         worker.stop.set()
         log.info("camera stopping: %s", why, extra={"camera_id": camera_id})
-        worker.thread.join(10.0)
+        worker.thread.join(WORKER_JOIN_TIMEOUT_S)
         if worker.thread.is_alive():
-            log.error("camera worker did not stop within 10 s", extra={"camera_id": camera_id})
+            log.error(
+                "camera worker did not stop within %.0f s",
+                WORKER_JOIN_TIMEOUT_S,
+                extra={"camera_id": camera_id},
+            )
 
     def reload(self, path: Path) -> None:
         """Apply the cameras file again; a bad file is logged, counted and ignored."""
@@ -176,7 +184,7 @@ class DecoderService:
         for w in self.workers.values():
             w.stop.set()
         for w in self.workers.values():
-            w.thread.join(10.0)
+            w.thread.join(WORKER_JOIN_TIMEOUT_S)
 
 
 def log_summary(stats: DecoderStats) -> None:
@@ -206,7 +214,6 @@ def run(
     """
     stop = stop or threading.Event()
     stats = stats or DecoderStats()
-    _stop_on_sigterm(stop)
     cameras = load_cameras(settings)
     producer = Producer(settings.kafka, overrides=producer_overrides(settings))
     service = DecoderService(settings, producer, stop, stats)
@@ -264,9 +271,3 @@ def run(
         },
     )
     return 1 if failed_cameras or failed or undelivered else 0
-
-
-def _stop_on_sigterm(stop: threading.Event) -> None:
-    """Kubernetes stops pods with SIGTERM: drain and flush instead of dying mid-record."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())

@@ -23,6 +23,7 @@ from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections
 from framebus.settings import check, setting
+from framebus_tools.perf.tune import require_tools_extra
 from framebus_tools.perf.tuned import TunedLoad, tuned_load
 from framebus_tools.pipeline import (
     CameraSpec,
@@ -342,6 +343,7 @@ def plot_latency(
     timeline: list[tuple[float, float]], settings: LoadtestSettings, path: Path
 ) -> None:
     """End-to-end latency over time and its distribution."""
+    require_tools_extra("loadtest", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")

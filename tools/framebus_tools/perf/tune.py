@@ -6,6 +6,7 @@ as in service), so the figures are the ones the service will see.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import multiprocessing as mp
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from framebus.errors import ConfigError
+from framebus.errors import ConfigError, FramebusError
 from framebus.settings import check, setting
 from framebus_tools.perf.knee import BatchPoint, Budget, Recommendation, recommend
 
@@ -52,8 +53,8 @@ class TuneSettings:
     )
     trt_cache_dir: Path = setting(Path("trt-cache"), "TensorRT engine and timing cache directory.")
     max_batch_limit: int = setting(16, "Largest batch size measured (powers of two up to it).")
-    # Short windows misjudge capacity on shared machines: 3-s windows gave 5.3-6.7 frames/s for
-    # one model on one machine within an hour (docs/benchmarks.md).
+    # Short windows misjudge capacity on shared machines: a few seconds' windows of one model on
+    # one machine disagree by a fifth or more within an hour (docs/benchmarks.md).
     seconds_per_batch: float = setting(10.0, "Measuring time per batch size (after warm-up).")
     latency_budget_ms: float = setting(200.0, "End-to-end latency budget per frame.")
     memory_budget_mb: float | None = setting(None, "Memory budget (GPU memory or process RSS), MB.")
@@ -378,8 +379,22 @@ def write_outputs(result: TuneResult, settings: TuneSettings) -> dict[str, str]:
     return files
 
 
+def require_tools_extra(command: str, *modules: str) -> None:
+    """Fail with the install command when a package of the `tools` extra is missing.
+
+    matplotlib and tqdm are not core dependencies: the service images install without them.
+    """
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise FramebusError(
+            f"`framebus {command}` needs {' and '.join(missing)}, from the tools extra: "
+            "pip install 'framebus[tools]'"
+        )
+
+
 def plot_curve(result: TuneResult, settings: TuneSettings, path: Path) -> None:
     """Throughput and p99 latency against batch size, with the knee and the budget marked."""
+    require_tools_extra("tune", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")
