@@ -3,8 +3,8 @@
 Every frame passes through several buffers of about 1.2 MB (librdkafka's fetch response, the
 Python bytes confluent-kafka copies it into, the producer's copy of a record). glibc serves such
 sizes from mmap, or from a heap top it trims back to the kernel once 128 KiB-2x the mmap threshold
-lies free, so the kernel zeroes fresh pages for nearly every frame: `perf` showed
-`clear_page_erms` at 22 % of a draining inferencer's samples. A fixed mmap threshold at glibc's
+lies free, so the kernel zeroes fresh pages for nearly every frame (`perf` shows the kernel's
+page clearing high among a draining inferencer's samples). A fixed mmap threshold at glibc's
 ceiling (32 MiB) and a high trim threshold keep freed buffers in the heap for the next frame.
 
 Threads other than the main one allocate from arenas made of 64 MiB heaps, and glibc unmaps a
@@ -16,8 +16,8 @@ pad of a whole heap keeps such heaps (glibc keeps a heap while its predecessor l
 bytes of room); it only reserves address space when the heap grows.
 
 The cost is resident memory: up to `trim_threshold_bytes` of freed heap per malloc arena, and the
-heaps a thread's arena once needed, are kept instead of returned. See docs/benchmarks.md
-("glibc's heap kept for the next record", "thread heaps kept").
+heaps a thread's arena once needed, are kept instead of returned (docs/inferencer.md; the
+figures are in docs/benchmarks.md).
 
 With the heap kept, `pre_touch` lets a thread fault in, at start-up, the heap its records will
 reach under a backlog, so the first frames do not pay for it (JVM's AlwaysPreTouch, per thread).

@@ -1,10 +1,10 @@
 """Letterbox decoded frames straight into reused model-input buffers, in uint8.
 
 The fast path resizes the decoded YUV 4:2:0 planes with OpenCV and converts only the small result
-to RGB, in place in the buffer: measured on a 1080p H.264 frame it is ~3x faster than converting
-the full frame to RGB first and ~4x faster than PyAV's `reformat` (swscale). See
-docs/benchmarks.md. Buffers are allocated once per camera: a fresh 1.2 MB array per frame costs
-page faults that cost more than the copy itself.
+to RGB, in place in the buffer: several times faster than converting the full frame to RGB first
+or than PyAV's `reformat` (swscale); docs/benchmarks.md has the figures. Buffers are allocated
+once per camera: a fresh model-input array per frame costs page faults that cost more than the
+copy itself.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from framebus.letterbox import PAD_VALUE, Letterbox
 from framebus.messages import TensorLayout
 
 U8 = npt.NDArray[np.uint8]
-# Box-filter scratch per letterboxing thread: 1080p luma in two strips, chroma in one. With 16
-# threads letterboxing at once, fewer and larger calls (each hands the GIL over) cost less CPU
-# than strips of 64 rows (`bench/decoder.py --letterbox-only [--area-scratch-bytes N]`,
-# docs/benchmarks.md); a whole plane per call (2 MB of scratch) was no clearer a gain.
+# Box-filter scratch per letterboxing thread: 1080p luma in two strips, chroma in one. With many
+# cameras letterboxing at once, fewer and larger calls (each hands the GIL over) cost less CPU
+# than strips of a few rows; a whole plane per call was no clearer a gain.
 AREA_SCRATCH_BYTES = 1 << 20
 _scratch = threading.local()
 
@@ -120,8 +119,8 @@ def area_resize(src: U8, dst: U8) -> None:
     For a whole odd factor k >= 3 (1080p to a 640 model's 360 rows: k = 3), INTER_AREA's output
     pixel is the rounded mean of a k x k block, which is a k x k box filter read at the block's
     centre: same pixels (even factors round ties differently, so they keep INTER_AREA). OpenCV's
-    box filter is vectorised and its area resize at k = 3 is not: 0.36 against 0.92 ms for a
-    1080p luma plane (docs/benchmarks.md). Filtered in strips of rows: the scratch stays at 1 MiB.
+    box filter is vectorised and its area resize at k = 3 is not (docs/benchmarks.md). Filtered
+    in strips of rows, so the scratch stays small.
     """
     (h, w), (dh, dw) = src.shape[:2], dst.shape[:2]
     k = h // dh if dh else 0

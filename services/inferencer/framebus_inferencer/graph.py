@@ -5,9 +5,9 @@ Mul(1/255) where TensorRT may run it) to a uint8 [N, 3, H, W] input lets only ui
 device (4x fewer bytes than float32) and moves the conversion onto the device, into the same engine
 as the model, instead of a numpy pass on the hot path. The frames come off the wire interleaved
 (H, W, 3); the engine splits each into its three planes while writing it into the bound input
-(OpenCV's split, 0.11 against the copy's 0.09 ms per 640x640 frame): on ONNX Runtime's CPU
-provider the planar input step took 0.58 of the time of a copy and an in-graph Transpose at batch
-16 (bench/engine_steps.py). A float16
+(OpenCV's split, about as cheap as the plain copy): on ONNX Runtime's CPU provider the planar
+input step takes about half the time of a copy and an in-graph Transpose (docs/benchmarks.md).
+A float16
 export (`half=True`) gets its Cast to float16 and a float16 scale, so no float32 tensor is made.
 The batch dimension is kept as exported: a static batch (an export without `dynamic=True`) is
 reported in `InputSpec.batch`, and the engine runs such a model one static batch at a time.
@@ -95,8 +95,8 @@ def prepend_uint8_input(
 
     A model whose input is already uint8 NHWC is returned unchanged. With `dequantize` the
     uint8 -> float step is one DequantizeLinear (x * 1/255, zero point 0: the same arithmetic as
-    Cast then Mul, in one pass: 0.65 of its time on ONNX Runtime's CPU provider at batch 16 of
-    640x640, bench/engine_steps.py). TensorRT reads Q/DQ nodes as INT8 quantization, so the engine asks for the
+    Cast then Mul, in one pass, so faster on ONNX Runtime's CPU provider: docs/benchmarks.md).
+    TensorRT reads Q/DQ nodes as INT8 quantization, so the engine asks for the
     Cast + Mul form when TensorRT may run the graph; float16 needs opset 19 for DequantizeLinear.
     """
     inp = image_input(model)

@@ -101,8 +101,8 @@ class Decoder:
     def _candidates_v8(self, image: npt.NDArray[np.generic]) -> RawDetections:
         classes = image[4:]  # (C, A): each class a contiguous row
         # An anchor is a candidate when any class reaches the threshold: one compare of the head
-        # and an OR down the class rows read it in 0.72 of the time of a max over the rows
-        # (bench/engine_steps.py); the candidates' best class is found below, on few columns.
+        # and an OR down the class rows read it faster than a max over the rows; the
+        # candidates' best class is found below, on few columns.
         keep = np.flatnonzero(np.greater_equal(classes, self.conf_threshold).any(axis=0))
         if keep.size == 0:
             return RawDetections.empty()
