@@ -8,8 +8,20 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# The local Kafka 4.x needs Java 17 or newer (`java -version` prints e.g. "17.0.15" or "1.8.0_402").
+java_bin="${JAVA_HOME:+${JAVA_HOME}/bin/}java"
+java_major() {
+    "${java_bin}" -version 2>&1 | sed -nE 's/.*version "(1\.)?([0-9]+).*/\2/p' | head -n 1
+}
+
 need=()
-command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+if ! command -v "${java_bin}" >/dev/null; then
+    need+=(openjdk-17-jre-headless)
+elif (( $(java_major) < 17 )); then
+    echo "install-test-deps.sh: Kafka 4 needs Java 17 or newer, but $(command -v "${java_bin}") is Java" \
+        "$(java_major); install openjdk-17-jre-headless and put it first on PATH (or set JAVA_HOME)" >&2
+    exit 1
+fi
 command -v mvn >/dev/null || need+=(maven)
 while read -r pkg; do
     [[ -z "${pkg}" || "${pkg}" == \#* ]] && continue

@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -72,6 +73,13 @@ def default_home() -> Path:
         return Path(os.environ["FRAMEBUS_HOME"]).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "framebus"
+
+
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something already accepts connections on `host:port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,12 @@ class LocalKafka:
             raise LocalKafkaError(
                 f"a local Kafka (pid {self.pid()}) is running but does not answer "
                 f"on {self.bootstrap}; see {self.log_file}"
+            )
+        if port_taken(self.port):
+            raise LocalKafkaError(
+                f"port {self.port} is already taken by a process that is not this local Kafka "
+                f"(its home is {self.home}): stop that process, or start this one on another "
+                "port (--port, FRAMEBUS_KAFKA_PORT)"
             )
         libs = self.ensure_jars()
         java = self._java()
