@@ -1,15 +1,19 @@
 """Avro single-object encoding of framebus records (marker C3 01, CRC-64-AVRO fingerprint, body).
 
 Writers always use the schemas in `schemas/`. A reader finds the writer's schema by the fingerprint
-in the message header among the schemas it knows (current and older versions) and resolves it to its
-own, newer, reader schema, so adding a field with a default never breaks a consumer.
+in the message header among the schemas it knows (the current one and every released version, kept
+in `schemas/released-versions/<name>/v<N>.avsc`) and resolves it to its own, newer, reader schema,
+so adding a field with a default never breaks a consumer. Readers are upgraded before writers: a reader cannot
+resolve a fingerprint it has never seen (docs/architecture.md, "Schema evolution").
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,10 @@ from framebus.messages import (
 MAGIC = b"\xc3\x01"
 HEADER_BYTES = 10
 SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
+# <name>/v<N>.avsc: every released version, kept forever. The hyphen keeps setuptools from taking
+# the folders for Python packages.
+RELEASED_DIR = "released-versions"
+_VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.avsc")
 
 
 def schema_fingerprint(schema: Mapping[str, Any] | str) -> bytes:
@@ -42,8 +50,33 @@ def schema_fingerprint(schema: Mapping[str, Any] | str) -> bytes:
 
 
 def load_schema(name: str, schemas_dir: Path = SCHEMAS_DIR) -> dict[str, Any]:
-    """Read `schemas/<name>.avsc` as JSON."""
-    path = schemas_dir / f"{name}.avsc"
+    """Read `schemas/<name>.avsc`, the schema this release writes, as JSON."""
+    return _read_schema(schemas_dir / f"{name}.avsc")
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One released version of a schema: `schemas/released-versions/<name>/v<version>.avsc`."""
+
+    name: str
+    version: int
+    path: Path
+    schema: Mapping[str, Any]
+
+
+def released_versions(name: str, schemas_dir: Path = SCHEMAS_DIR) -> list[SchemaVersion]:
+    """Every released version of `schemas/<name>.avsc`, oldest first; empty when none is kept."""
+    folder = schemas_dir / RELEASED_DIR / name
+    versions = []
+    for path in sorted(folder.glob("*.avsc")):
+        match = _VERSION_FILE.fullmatch(path.name)
+        if match is None:
+            raise CodecError(f"{path}: a schema version file is named v<N>.avsc (v1.avsc, v2.avsc)")
+        versions.append(SchemaVersion(name, int(match[1]), path, _read_schema(path)))
+    return sorted(versions, key=lambda v: v.version)
+
+
+def _read_schema(path: Path) -> dict[str, Any]:
     try:
         loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -51,8 +84,16 @@ def load_schema(name: str, schemas_dir: Path = SCHEMAS_DIR) -> dict[str, Any]:
     return loaded
 
 
+def _released_schemas(name: str, schemas_dir: Path) -> list[Mapping[str, Any]]:
+    return [v.schema for v in released_versions(name, schemas_dir)]
+
+
 class SingleObjectCodec:
-    """Encode with one writer schema; decode any known writer schema into the reader schema."""
+    """Encode with one writer schema; decode any known writer schema into the reader schema.
+
+    `older_schemas` are the other writer schemas this reader resolves by fingerprint: the released
+    versions of `schema` (see `released_versions`), or any other version it is handed.
+    """
 
     def __init__(
         self, schema: Mapping[str, Any], older_schemas: Iterable[Mapping[str, Any]] = ()
@@ -61,7 +102,11 @@ class SingleObjectCodec:
         self._fingerprint = schema_fingerprint(schema)
         self._writers: dict[bytes, Any] = {self._fingerprint: self._schema}
         for old in older_schemas:
-            self._writers[schema_fingerprint(old)] = fastavro.parse_schema(dict(old))
+            # A released copy of the current schema has its fingerprint (docs and defaults are not
+            # part of it): keep the current one.
+            fp = schema_fingerprint(old)
+            if fp not in self._writers:
+                self._writers[fp] = fastavro.parse_schema(dict(old))
         self.name = str(schema.get("name"))
 
     @property
@@ -91,8 +136,8 @@ class SingleObjectCodec:
         if writer is None:
             raise UnknownSchemaError(
                 f"unknown schema fingerprint {data[2:HEADER_BYTES].hex()} for {self.name}; "
-                f"known: {', '.join(fp.hex() for fp in self._writers)}. "
-                "Upgrade this reader or register the writer's schema."
+                f"known: {', '.join(fp.hex() for fp in self._writers)}. A newer writer's "
+                "record (readers are upgraded before writers), or not a framebus record."
             )
         try:
             record: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
@@ -118,7 +163,7 @@ class FrameCodec:
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
         schema = load_schema("frame", schemas_dir)
-        self._codec = SingleObjectCodec(schema)
+        self._codec = SingleObjectCodec(schema, _released_schemas("frame", schemas_dir))
         fields = schema["fields"]
         if fields[-1]["name"] != "tensor":
             raise CodecError("frame.avsc: `tensor` must stay the last field (decode_view)")
@@ -202,7 +247,9 @@ class DetectionsCodec:
     """Detections <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(load_schema("detections", schemas_dir))
+        self._codec = SingleObjectCodec(
+            load_schema("detections", schemas_dir), _released_schemas("detections", schemas_dir)
+        )
 
     def encode(self, det: Detections) -> bytes:
         """Serialize a detections record."""
@@ -254,7 +301,9 @@ class AlertCodec:
     """Alert <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(load_schema("alert", schemas_dir))
+        self._codec = SingleObjectCodec(
+            load_schema("alert", schemas_dir), _released_schemas("alert", schemas_dir)
+        )
 
     def encode(self, alert: Alert) -> bytes:
         """Serialize an alert record."""
