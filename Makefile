@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TEST_KAFKA_PORT ?= 29092
+TEST_CLUSTER_PORT ?= 24092
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps demo test soak lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install test-deps demo test test-cluster soak lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -26,9 +27,17 @@ demo: install
 	$(BIN)/framebus demo
 
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
-## Nothing is skipped: a test that cannot run its real part fails with the reason.
+## Nothing is skipped: a test that cannot run its real part fails with the reason. The cluster
+## tests (about 2 minutes) start a three-broker cluster of their own on TEST_CLUSTER_PORT..+5.
 test: install test-deps lint test-kafka
-	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m "not soak" $(PYTEST_ARGS)
+	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
+		$(BIN)/pytest -m "not soak" $(PYTEST_ARGS)
+
+## Only the three-broker cluster tests (part of `make test`): a partition leader SIGKILLed
+## mid-stream on a cluster the tests start and wipe (brokers on TEST_CLUSTER_PORT..+2,
+## controllers on the next three).
+test-cluster: install test-deps
+	FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) $(BIN)/pytest -m cluster -rA $(PYTEST_ARGS)
 
 ## The 10-minute soak (8 cameras at 5 fps; RSS and accounting), run by CI after `make test`.
 soak: install test-deps test-kafka

@@ -7,12 +7,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framebus import settings as cfg
 from framebus.entrypoint import stop_on_signals
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.logs import configure_logging
+
+if TYPE_CHECKING:
+    from framebus_tools.localkafka import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`); the
 # CLI hands them their arguments, so both ways of starting a service run the same code.
@@ -26,6 +30,10 @@ SERVICES = {
 def _kafka_command(args: argparse.Namespace) -> int:
     from framebus_tools.localkafka import LocalKafka
 
+    if args.brokers < 1:
+        raise FramebusError(f"--brokers must be 1 or more, not {args.brokers}")
+    if args.brokers > 1:
+        return _cluster_command(args)
     broker = LocalKafka(port=args.port, home=Path(args.home) if args.home else LocalKafka().home)
     if args.action == "start":
         broker.start()
@@ -48,18 +56,63 @@ def _kafka_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_command(args: argparse.Namespace) -> int:
+    from framebus_tools.localkafka import LocalCluster, default_home
+
+    home = Path(args.home) if args.home else default_home()
+    cluster = LocalCluster(base_port=args.port, size=args.brokers, home=home)
+    if args.action == "start":
+        cluster.start()
+        print(f"local Kafka cluster {cluster.bootstrap} is up ({args.brokers} brokers)")
+    elif args.action == "stop":
+        stopped = sum(cluster.stop())
+        print(f"stopped {stopped} of {args.brokers} brokers" if stopped else "none was running")
+    elif args.action == "wipe":
+        cluster.wipe()
+        print(f"deleted {cluster.state_dir}")
+    else:
+        return _cluster_status(cluster)
+    return 0
+
+
+def _cluster_status(cluster: LocalCluster) -> int:
+    """One line per node; exit 0 when all answer, 3 when none runs, else 1."""
+    running = 0
+    answering = 0
+    for node in cluster.nodes:
+        pid = node.pid()
+        if pid is None:
+            print(f"broker {node.node_id} {node.bootstrap}: not running")
+            continue
+        running += 1
+        ready = node.is_ready()
+        answering += ready
+        state = "answering" if ready else "NOT answering"
+        print(
+            f"broker {node.node_id} {node.bootstrap}: running (pid {pid}), {state}; "
+            f"logs: {node.log_file}"
+        )
+    if running == 0:
+        return 3
+    return 0 if answering == len(cluster.nodes) else 1
+
+
 def _topics_command(args: argparse.Namespace) -> int:
-    from framebus.kafka.topics import ensure_topics, framebus_topics
+    from framebus.kafka.topics import (
+        broker_count,
+        ensure_topics,
+        framebus_topics,
+        replication_factor_for,
+    )
 
     kafka = cfg.load(KafkaSettings, os.environ, args)
     names = cfg.load(TopicSettings, os.environ, args)
-    specs = framebus_topics(
-        names, args.frames_partitions, args.detections_partitions, args.replication_factor
-    )
+    copies = args.replication_factor or replication_factor_for(broker_count(kafka))
+    specs = framebus_topics(names, args.frames_partitions, args.detections_partitions, copies)
     created = ensure_topics(kafka, specs)
     for spec in specs:
         state = "created" if spec.name in created else "exists"
-        print(f"{spec.name}: {state} ({spec.partitions} partitions)")
+        print(f"{spec.name}: {state} ({spec.partitions} partitions, replication factor {copies})")
     return 0
 
 
@@ -173,7 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--port",
         type=int,
         default=int(os.environ.get("FRAMEBUS_KAFKA_PORT", "9092")),
-        help="broker port; the controller uses port+1 [env FRAMEBUS_KAFKA_PORT]",
+        help="broker port; the controller uses port+1. With --brokers N: the first broker's, "
+        "brokers on port..port+N-1, controllers on the N ports after [env FRAMEBUS_KAFKA_PORT]",
+    )
+    kafka.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="1: one broker; 3: a cluster of three in one KRaft quorum (internal topics with "
+        "3 replicas, min.insync.replicas 2); give stop/status/wipe the same number",
     )
     kafka.add_argument("--home", default=None, help="cache and data root [env FRAMEBUS_HOME]")
     kafka.set_defaults(func=_kafka_command)
@@ -182,7 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--frames-partitions", type=int, default=6)
     topics.add_argument("--detections-partitions", type=int, default=6)
-    topics.add_argument("--replication-factor", type=int, default=1)
+    topics.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="copies of each partition; min.insync.replicas is 2 from 3 copies, else 1 "
+        "(default: 3, or the number of brokers if fewer)",
+    )
     cfg.add_arguments(topics, KafkaSettings)
     cfg.add_arguments(topics, TopicSettings)
     topics.set_defaults(func=_topics_command)

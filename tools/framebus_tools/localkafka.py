@@ -2,7 +2,9 @@
 
 `framebus kafka start` resolves `org.apache.kafka:kafka_2.13` and its runtime dependencies (plus a
 log4j2 binding) with Maven into a user cache once, formats KRaft storage, and starts one combined
-broker + controller. Later starts reuse the cache and need no network.
+broker + controller. Later starts reuse the cache and need no network. `--brokers 3` starts a
+`LocalCluster` instead: three such nodes forming one KRaft quorum, each one killable and
+restartable on its own, so tests can take a partition leader away.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from framebus.errors import LocalKafkaError
 from framebus.kafka.settings import BROKER_MAX_MESSAGE_BYTES, KafkaSettings
-from framebus.kafka.topics import broker_reachable
+from framebus.kafka.topics import broker_reachable, min_insync_replicas, replication_factor_for
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -31,6 +34,7 @@ LOG4J_VERSION = "2.25.3"
 SLF4J_VERSION = "2.0.17"
 COMPLETE_MARKER = ".complete"
 NODE_ID = "1"  # the single KRaft node: broker and controller
+CLUSTER_ID_FILE = "cluster.id"
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -96,6 +100,11 @@ class LocalKafka:
     jvm_options: tuple[str, ...] = ()
     # SCRAM credentials created at format time, e.g. `SCRAM-SHA-512=[name=alice,password=...]`.
     scram_users: tuple[str, ...] = ()
+    node_id: int = int(NODE_ID)
+    # (node id, controller port) of every voter of a cluster's quorum; empty: this node alone.
+    voters: tuple[tuple[int, int], ...] = ()
+    kraft_cluster_id: str | None = None  # the id a cluster's nodes share; None: a fresh one
+    state_dir: Path | None = None  # config, data and logs; None: `home/run/<port>`
 
     @property
     def libs_dir(self) -> Path:
@@ -105,7 +114,7 @@ class LocalKafka:
     @property
     def run_dir(self) -> Path:
         """Config, data, logs and pid file of this broker."""
-        return self.home / "run" / str(self.port)
+        return self.state_dir or self.home / "run" / str(self.port)
 
     @property
     def log_file(self) -> Path:
@@ -200,10 +209,13 @@ class LocalKafka:
         ]
         advertised = [x for x in listeners if not x.startswith("CONTROLLER")]
         protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *self.listener_protocols]
+        voters = self.voters or ((self.node_id, self._controller),)
+        copies = replication_factor_for(len(voters))
+        min_isr = str(min_insync_replicas(copies))
         props = {
             "process.roles": "broker,controller",
-            "node.id": NODE_ID,
-            "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self._controller}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(f"{n}@127.0.0.1:{p}" for n, p in voters),
             "listeners": ",".join(listeners),
             "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
@@ -212,13 +224,19 @@ class LocalKafka:
             "log.dirs": str(self.run_dir / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
+            # A cluster of three keeps three copies of every internal topic (and of topics created
+            # without a replication factor) and acknowledges a write once two hold it; the offsets
+            # topic takes the broker-wide min.insync.replicas. One broker may then die without
+            # losing an acknowledged record or refusing writes. A single broker: one and one.
+            "default.replication.factor": str(copies),
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": str(copies),
             "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": str(copies),
+            "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": str(copies),
+            "share.coordinator.state.topic.min.isr": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             # Kafka's default record limit is 1 MiB; a 640x640x3 frame is 1.2 MB.
             "message.max.bytes": str(BROKER_MAX_MESSAGE_BYTES),
@@ -256,6 +274,14 @@ class LocalKafka:
                 f"a local Kafka (pid {self.pid()}) is running but does not answer "
                 f"on {self.bootstrap}; see {self.log_file}"
             )
+        self.wait_ready(self.launch(), timeout_s)
+
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the broker's JVM without waiting for it to answer.
+
+        A node of a cluster answers only once a majority of its quorum runs, so a cluster
+        launches every node before it waits for any.
+        """
         if port_taken(self.port):
             raise LocalKafkaError(
                 f"port {self.port} is already taken by a process that is not this local Kafka "
@@ -295,9 +321,13 @@ class LocalKafka:
         )
         out.close()
         self._pid_file.write_text(str(proc.pid), encoding="utf-8")
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+        """Return once the broker answers; stop it and raise if it exits or stays silent."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
+            if proc is not None and proc.poll() is not None:
                 raise LocalKafkaError(
                     f"local Kafka exited with code {proc.returncode} during start-up; "
                     f"see {self.log_file} and {self.run_dir / 'logs' / 'kafka.out'}:\n"
@@ -323,7 +353,7 @@ class LocalKafka:
                 "format",
                 "--ignore-formatted",
                 # One token: an id may start with "-", which the tool would read as an option.
-                f"--cluster-id={cluster_id()}",
+                f"--cluster-id={self.kraft_cluster_id or cluster_id()}",
                 "-c",
                 str(props),
                 *(arg for user in self.scram_users for arg in ("--add-scram", user)),
@@ -351,11 +381,100 @@ class LocalKafka:
         self._pid_file.unlink(missing_ok=True)
         return True
 
+    def kill(self) -> bool:
+        """SIGKILL the broker: no controlled shutdown, like a machine losing power; False if none ran."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGKILL)
+        while _is_alive(pid):
+            time.sleep(0.05)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
     def wipe(self) -> None:
         """Delete this broker's data (it must be stopped)."""
         if self.pid() is not None:
             raise LocalKafkaError("stop the local Kafka before wiping its data")
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """`size` local brokers, each also a KRaft controller, forming one quorum on 127.0.0.1.
+
+    Brokers listen on `base_port` .. `base_port + size - 1` and their controllers on the `size`
+    ports after those (3 nodes from 39092: brokers 39092-39094, controllers 39095-39097). Node
+    `i` (from 1) is broker id `i`; its state lives under `home/run/cluster-<base_port>/node-<i>`.
+    Every node is a `LocalKafka`, so one can be killed and started again on its own.
+    """
+
+    base_port: int = 9092
+    size: int = 3
+    home: Path = field(default_factory=default_home)
+    heap: str = "512m"
+
+    @property
+    def state_dir(self) -> Path:
+        """The cluster's nodes and its cluster id."""
+        return self.home / "run" / f"cluster-{self.base_port}"
+
+    @property
+    def nodes(self) -> tuple[LocalKafka, ...]:
+        """The nodes, in broker id order."""
+        id_file = self.state_dir / CLUSTER_ID_FILE
+        shared_id = id_file.read_text(encoding="utf-8").strip() if id_file.exists() else None
+        voters = tuple((i + 1, self.base_port + self.size + i) for i in range(self.size))
+        return tuple(
+            LocalKafka(
+                port=self.base_port + i,
+                controller_port=voters[i][1],
+                home=self.home,
+                heap=self.heap,
+                node_id=voters[i][0],
+                voters=voters,
+                kraft_cluster_id=shared_id,
+                state_dir=self.state_dir / f"node-{voters[i][0]}",
+            )
+            for i in range(self.size)
+        )
+
+    def node(self, broker_id: int) -> LocalKafka:
+        """The node whose broker id (as in topic metadata) is `broker_id`."""
+        return self.nodes[broker_id - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address: a client still bootstraps with one of them down."""
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Launch every node that is not running, then return once each one answers."""
+        id_file = self.state_dir / CLUSTER_ID_FILE
+        if not id_file.exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            id_file.write_text(cluster_id(), encoding="utf-8")
+        deadline = time.monotonic() + timeout_s
+        launched: list[tuple[LocalKafka, subprocess.Popen[bytes] | None]] = []
+        try:
+            for node in self.nodes:
+                launched.append((node, None if node.pid() is not None else node.launch()))
+            for node, proc in launched:
+                node.wait_ready(proc, max(1.0, deadline - time.monotonic()))
+        except LocalKafkaError:
+            self.stop()
+            raise
+
+    def stop(self, timeout_s: float = 30.0) -> list[bool]:
+        """Stop every node at once (one by one, the last would wait for a lost quorum)."""
+        with ThreadPoolExecutor(self.size) as pool:
+            return list(pool.map(lambda n: n.stop(timeout_s), self.nodes))
+
+    def wipe(self) -> None:
+        """Delete every node's data and the cluster id (all must be stopped)."""
+        if any(n.pid() is not None for n in self.nodes):
+            raise LocalKafkaError("stop the local Kafka cluster before wiping its data")
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
 def cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:

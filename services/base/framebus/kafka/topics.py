@@ -14,6 +14,7 @@ from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings, TopicSettin
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
+MAX_COPIES = 3  # replicas of a topic where the cluster has that many brokers
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,28 @@ class TopicSpec:
     partitions: int
     replication_factor: int = 1
     config: dict[str, str] = field(default_factory=dict)
+
+    def creation_config(self) -> dict[str, str]:
+        """The topic configs sent at creation: `config`, plus a fitting `min.insync.replicas`."""
+        return {
+            "min.insync.replicas": str(min_insync_replicas(self.replication_factor)),
+            **self.config,
+        }
+
+
+def replication_factor_for(brokers: int) -> int:
+    """Copies of each record a cluster of `brokers` keeps: three, or one per broker if fewer."""
+    return max(1, min(MAX_COPIES, brokers))
+
+
+def min_insync_replicas(replication_factor: int) -> int:
+    """Copies a write needs before `acks=all` acknowledges it: 2 of 3 or more, else 1.
+
+    With three copies, two must hold every acknowledged record and one broker may still die
+    without refusing writes. Below three it is 1, set explicitly so such a topic stays writable
+    on brokers whose own default is 2 (the local cluster's).
+    """
+    return 2 if replication_factor >= MAX_COPIES else 1
 
 
 def framebus_topics(
@@ -73,7 +96,7 @@ def ensure_topics(
             s.name,
             num_partitions=s.partitions,
             replication_factor=s.replication_factor,
-            config=s.config,
+            config=s.creation_config(),
         )
         for s in specs
     ]
@@ -89,6 +112,20 @@ def ensure_topics(
                 continue
             raise KafkaError(f"cannot create topic {name}: {err.str()}", err.name()) from exc
     return created
+
+
+def broker_count(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
+    """How many brokers the cluster's metadata lists."""
+    admin = AdminClient(settings.client_config())
+    try:
+        return len(admin.list_topics(timeout=timeout_s).brokers)
+    except confluent_kafka.KafkaException as exc:
+        err = exc.args[0]
+        raise KafkaError(
+            f"no Kafka broker answers at {settings.bootstrap_servers}: {err.str()}; start one "
+            "(`framebus kafka start`) or set FRAMEBUS_BOOTSTRAP_SERVERS",
+            err.name(),
+        ) from exc
 
 
 def broker_reachable(settings: KafkaSettings, timeout_s: float = 5.0) -> bool:
