@@ -2,7 +2,8 @@
 
 Each model is the bright-square detector (`framebus_tools.synthetic`) exported the way a user's
 YOLO export comes: without `dynamic=True` (batch fixed at 1), with `half=True` (float16 input and
-output), or at a size that is not the frames' letterbox size.
+output), or at a size that is not the frames' letterbox size. Heads of few anchors are decoded
+right or refused before the first frame (`framebus_tools.testmodels`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import confluent_kafka
 import numpy as np
+import onnx
 import pytest
 
 from framebus.codec import DetectionsCodec, FrameCodec
@@ -28,6 +30,7 @@ from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
 from framebus_tools.synthetic import write_bright_square_model
+from framebus_tools.testmodels import with_dynamic_output_dims, yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 
@@ -172,6 +175,74 @@ def test_inferencer_when_model_is_float16_then_every_frame_is_boxed(
     assert_every_square_found(detections_of(kafka, names.detections_topic, FRAMES))
     assert stats.batch_mode == "batched" and stats.static_batch == 0
     assert stats.by_status == Counter({"INFERRED": FRAMES})
+
+
+def test_inferencer_when_yolov8_head_has_one_anchor_then_every_frame_is_boxed_not_a_crash(
+    kafka: KafkaSettings, topics: TopicFactory, tmp_path: Path
+) -> None:
+    # [N, 6, 1] (4 box rows, 2 classes, 1 anchor) was taken for YOLOv5: warm-up passed and the
+    # first batch killed the infer stage with an IndexError.
+    one_anchor = np.array([[16], [16], [8], [8], [0.1], [0.9]], np.float32)
+    model = tmp_path / "one-anchor.onnx"
+    onnx.save(yolov8_model(one_anchor, input_size=SIZE, names=["square", "other"]), str(model))
+    names = topics()
+    produce(kafka, names.frames_topic, FRAMES)
+    stats = InferencerStats()
+    s = settings_for(kafka, names, model, max_batch=4, max_wait_ms=50, stop_after_idle_s=3)
+    assert service.run(s, threading.Event(), stats) == 0
+    dets = detections_of(kafka, names.detections_topic, FRAMES)
+    assert sorted(d.seq for d in dets) == list(range(FRAMES))
+    for d in dets:
+        assert d.status is FrameStatus.INFERRED, d.reason
+        (box,) = d.boxes
+        assert (box.x1, box.y1, box.x2, box.y2) == (12, 12, 20, 20)
+        assert box.class_name == "other" and box.score == pytest.approx(0.9)
+    assert stats.by_status == Counter({"INFERRED": FRAMES})
+
+
+def inferencer_env(kafka: KafkaSettings, names: TopicSettings, model: Path) -> dict[str, str]:
+    return {
+        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
+        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
+        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        "FRAMEBUS_CONSUMER_GROUP": f"g-{names.frames_topic}",
+        "FRAMEBUS_MODEL_PATH": str(model),
+        "FRAMEBUS_STOP_AFTER_IDLE_S": "3",
+    }
+
+
+def test_inferencer_when_warm_up_outputs_cannot_be_decoded_then_exits_2_before_consuming(
+    kafka: KafkaSettings, topics: TopicFactory, tmp_path: Path
+) -> None:
+    # The output dims are dynamic, so only the warm-up's real outputs show that [N, 6, 1]
+    # cannot be the YOLOv5 head the user asked for.
+    one_anchor = np.array([[16], [16], [8], [8], [0.1], [0.9]], np.float32)
+    model = tmp_path / "dynamic-head.onnx"
+    onnx.save(with_dynamic_output_dims(yolov8_model(one_anchor, input_size=SIZE)), str(model))
+    names = topics()
+    produce(kafka, names.frames_topic, 2)
+    env = inferencer_env(kafka, names, model) | {
+        "FRAMEBUS_HEAD_FORMAT": "yolov5",
+        "FRAMEBUS_MAX_BATCH": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "framebus_tools.cli", "inferencer"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert (
+        "framebus inferencer: error: the model's output shape [1, 6, 1] cannot be decoded as the "
+        "yolov5 head it was taken for"
+    ) in done.stderr
+    assert "--head-format / FRAMEBUS_HEAD_FORMAT" in done.stderr
+    assert read_topic(kafka, names.detections_topic, 1, timeout_s=3) == []
+    assert read_topic(kafka, names.deadletter_topic, 1, timeout_s=3) == []
 
 
 def test_inferencer_when_frames_size_differs_from_model_then_exits_naming_both_sizes(

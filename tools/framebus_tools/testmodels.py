@@ -7,7 +7,8 @@ detections of a YOLOv5 (`[N, anchors, 5 + C]`), YOLOv8 (`[N, 4 + C, anchors]`) o
 structure, widths and op mix (Conv + SiLU, C2f split/concat blocks, SPPF max-pools, an FPN/PAN neck
 with Resize, a decoupled head) with random weights: about 8.7 GFLOPs at 640x640, for benchmarks.
 `with_static_batch` and `to_float16` turn any of them into a model as users often export it: with
-a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`).
+a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`);
+`with_dynamic_output_dims` hides its output shape until it runs.
 """
 
 from __future__ import annotations
@@ -46,6 +47,39 @@ def with_static_batch(model: onnx.ModelProto, batch: int = 1) -> onnx.ModelProto
         if dims:
             dims[0].Clear()
             dims[0].dim_value = batch
+    onnx.checker.check_model(out)
+    return out
+
+
+def with_dynamic_output_dims(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose output dims after the batch are unknown until it runs.
+
+    Some exports leave e.g. the anchor count dynamic: only the real outputs show the shape. Each
+    output is reshaped to its own shape plus a zero computed from its values, which neither ONNX
+    nor ONNX Runtime shape inference can see through.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    graph.initializer.append(numpy_helper.from_array(np.asarray(0.0, np.float32), "dyn_zero"))
+    for value in graph.output:
+        name, inner = value.name, value.name + "__static"
+        for node in graph.node:
+            node.output[:] = [inner if o == name else o for o in node.output]
+        graph.node.extend(
+            [
+                helper.make_node("Shape", [inner], [f"{name}__shape"]),
+                helper.make_node("Cast", [inner], [f"{name}__f"], to=TensorProto.FLOAT),
+                helper.make_node("ReduceMin", [f"{name}__f"], [f"{name}__min"], keepdims=0),
+                helper.make_node("Mul", [f"{name}__min", "dyn_zero"], [f"{name}__zf"]),
+                helper.make_node("Cast", [f"{name}__zf"], [f"{name}__z"], to=TensorProto.INT64),
+                helper.make_node("Add", [f"{name}__shape", f"{name}__z"], [f"{name}__dyn"]),
+                helper.make_node("Reshape", [inner, f"{name}__dyn"], [name]),
+            ]
+        )
+        for i, dim in enumerate(value.type.tensor_type.shape.dim[1:], start=1):
+            dim.Clear()
+            dim.dim_param = f"{name}_dim{i}"
     onnx.checker.check_model(out)
     return out
 
@@ -354,3 +388,52 @@ def near_free_model(size: int = 640, classes: int = 80) -> onnx.ModelProto:
         initializer=inits,
     )
     return _finish(graph, [f"class{i}" for i in range(classes)])
+
+
+def poison_pixel_model(
+    rows: npt.NDArray[np.float32],
+    input_size: int = 32,
+    names: Sequence[str] | None = None,
+    poison: int = 255,
+) -> onnx.ModelProto:
+    """A YOLOv8-head model (output0 = `rows` per image) whose run fails on a "poison" frame.
+
+    Inference raises inside ONNX Runtime for any batch holding an image whose first pixel
+    (channel 0, as uint8) is `poison` or more: that pixel, times 255, indexes a table of `poison`
+    zeros with Gather, and an index past the table's end is refused ("indices element out of data
+    bounds"). Every other image runs, the all-zero warm-up batches included, so the failure
+    depends on the data, not on the batch size: it shows the inferencer's FAILED path through a
+    real session. Input `images`: float32 [N, 3, S, S] in 0..1, like a YOLO export.
+    """
+    if not 1 <= poison <= 255:
+        raise ValueError("poison must be a uint8 value of 1..255")
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    arr = np.asarray(rows, np.float32)
+    inits = [
+        numpy_helper.from_array(np.zeros(4, np.int64), "pp_starts"),
+        numpy_helper.from_array(np.asarray([np.iinfo(np.int64).max, 1, 1, 1], np.int64), "pp_ends"),
+        numpy_helper.from_array(np.asarray(255.0, np.float32), "pp_255"),
+        numpy_helper.from_array(np.asarray(0.5, np.float32), "pp_half"),  # round, then truncate
+        numpy_helper.from_array(np.asarray([-1], np.int64), "pp_flat"),
+        numpy_helper.from_array(np.zeros(poison, np.float32), "pp_table"),
+        numpy_helper.from_array(np.asarray([-1, 1, 1], np.int64), "pp_bshape"),
+        numpy_helper.from_array(arr, "pp_rows"),
+    ]
+    nodes = [
+        helper.make_node("Slice", ["images", "pp_starts", "pp_ends"], ["pp_pixel"]),  # [N,1,1,1]
+        helper.make_node("Mul", ["pp_pixel", "pp_255"], ["pp_scaled"]),
+        helper.make_node("Add", ["pp_scaled", "pp_half"], ["pp_rounded"]),
+        helper.make_node("Cast", ["pp_rounded"], ["pp_index4"], to=i64),
+        helper.make_node("Reshape", ["pp_index4", "pp_flat"], ["pp_index"]),  # [N]
+        helper.make_node("Gather", ["pp_table", "pp_index"], ["pp_zero"], axis=0),  # [N] zeros
+        helper.make_node("Reshape", ["pp_zero", "pp_bshape"], ["pp_zero3"]),  # [N, 1, 1]
+        helper.make_node("Add", ["pp_zero3", "pp_rows"], ["output0"]),  # [N, 4 + C, anchors]
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "poison_pixel",
+        [helper.make_tensor_value_info("images", f32, ["batch", 3, input_size, input_size])],
+        [helper.make_tensor_value_info("output0", f32, ["batch", *arr.shape])],
+        initializer=inits,
+    )
+    return _finish(graph, names)

@@ -30,7 +30,7 @@ import onnxruntime as ort
 from framebus.errors import ModelError
 from framebus_inferencer.graph import InputSpec, prepend_uint8_input
 from framebus_inferencer.model import ModelInfo, static_batch_note
-from framebus_inferencer.postprocess import class_names, detect_head
+from framebus_inferencer.postprocess import Decoder, check_head, class_names, detect_head
 from framebus_inferencer.providers import (
     GPU_PROVIDERS,
     EngineOptions,
@@ -170,8 +170,11 @@ class Engine:
         meta = self.session.get_modelmeta().custom_metadata_map
         names = class_names(meta, labels_path)
         outputs = self.session.get_outputs()
+        shapes = [o.shape for o in outputs]
         if head is HeadFormat.AUTO:
-            head = detect_head([o.shape for o in outputs], len(names))
+            head = detect_head(shapes, len(names), (spec.height, spec.width))
+        else:
+            check_head(head, shapes)
         version = meta.get("version") or hashlib.sha256(raw).hexdigest()[:12]
         return ModelInfo(
             name=path.stem,
@@ -208,13 +211,17 @@ class Engine:
 
         The first run allocates the bucket's buffers and arena; the next ones are still slower
         than steady state on some providers, and would otherwise be paid by the first frames.
+        Each bucket's outputs are then decoded once: a head that cannot be decoded (a dynamic
+        output dim hid it at load) is refused here, with a ModelError, before any frame.
         """
         timings: dict[int, float] = {}
+        decoder = Decoder(self.info.head)
         for bucket in self.buckets:
             for _ in range(WARM_UP_RUNS):
                 started = time.perf_counter()
-                self._run(self._slot(bucket), bucket)
+                outputs = self._run(self._slot(bucket), bucket)
                 timings[bucket] = (time.perf_counter() - started) * 1000
+            decoder.check(outputs, bucket)
         self.warmed_up = True
         log.info("warm-up done", extra={"provider": self.provider, "ms_per_bucket": timings})
         return timings

@@ -139,7 +139,7 @@ class StatsCollector:
         s = self.stats
         memory = GaugeMetricFamily(
             "framebus_inferencer_memory_bytes",
-            "Memory in use: process RSS, configured arena limit, and GPU memory (NVML)",
+            "Memory in use: process RSS, configured arena limit, GPU memory (NVML, gpu extra)",
             labels=["kind"],
         )
         memory.add_metric(["process_rss"], process_rss_bytes())
@@ -181,15 +181,26 @@ _nvml: Any = None  # the pynvml module once initialised; False when it cannot be
 
 
 def gpu_memory_bytes(device_id: int) -> tuple[int, int] | None:
-    """(used, total) of the GPU through NVML, or None when `pynvml` or the GPU is missing."""
+    """(used, total) of the GPU through NVML, or None when `pynvml` or the GPU is missing.
+
+    `pynvml` comes from nvidia-ml-py, the `gpu` extra (the GPU image installs it); without it, or
+    without a driver, /metrics has no GPU gauges rather than wrong ones.
+    """
     global _nvml  # noqa: PLW0603 - NVML is initialised once per process
     if _nvml is False:
         return None
     if _nvml is None:
         try:
             module = importlib.import_module("pynvml")
+        except ImportError:
+            log.warning(
+                "no GPU memory metric: nvidia-ml-py is not installed (pip install 'framebus[gpu]')"
+            )
+            _nvml = False
+            return None
+        try:
             module.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - ImportError or NVMLError: no GPU figures
+        except Exception as exc:  # noqa: BLE001 - NVMLError or a missing driver: no GPU figures
             log.warning("no GPU memory metric: NVML unavailable (%s)", exc)
             _nvml = False
             return None

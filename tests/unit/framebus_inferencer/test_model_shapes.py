@@ -1,6 +1,9 @@
 """Models as users export them: a static batch, float16 input/output, another input size."""
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,18 +13,30 @@ import pytest
 from onnx import TensorProto, numpy_helper
 from prometheus_client import CollectorRegistry, generate_latest
 
-from framebus.errors import ConfigError
+from framebus.errors import ConfigError, ModelError
+from framebus.telemetry.health import Health
 from framebus_inferencer import engine as engine_module
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
 from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.model import BatchMode, InputSizeError, check_input_size
+from framebus_inferencer.pipeline.control import Control
+from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work
+from framebus_inferencer.pipeline.infer import Inference
+from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
-from framebus_inferencer.settings import InferencerSettings
+from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
 from framebus_tools.synthetic import bright_square_model, write_bright_square_model
-from framebus_tools.testmodels import end2end_model, to_float16, with_static_batch
+from framebus_tools.testmodels import (
+    end2end_model,
+    fixed_output_model,
+    to_float16,
+    with_dynamic_output_dims,
+    with_static_batch,
+    yolov8_model,
+)
 
 SIZE = 64
 
@@ -175,3 +190,146 @@ def test_metrics_when_static_batch_model_then_loop_mode_and_static_batch_exporte
     text = generate_latest(registry).decode()
     assert 'framebus_inferencer_engine_batch_mode{mode="loop"} 1.0' in text
     assert "framebus_inferencer_model_static_batch 1.0" in text
+
+
+# --- Head recognition: decoded right, or refused before the first frame ---------------------
+
+ONE_ANCHOR = np.array([[16], [16], [8], [8], [0.1], [0.9]], np.float32)  # [6, 1]: class 1
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+def test_engine_when_yolov8_head_has_one_anchor_and_two_class_names_then_frames_decode_as_yolov8(
+    tmp_path: Path,
+) -> None:
+    # The reported model: [N, 6, 1] was taken for YOLOv5 and the first real batch raised
+    # IndexError in the infer stage. 4 box rows + 2 classes, 1 anchor, is YOLOv8.
+    path = save(yolov8_model(ONE_ANCHOR, names=["a", "b"]), tmp_path / "one.onnx")
+    engine = Engine(path, EngineOptions(max_batch=4))
+    assert engine.info.head is HeadFormat.YOLOV8
+    engine.warm_up()
+    frames = [np.full((32, 32, 3), 9 * i, np.uint8) for i in range(3)]
+    dets = Decoder(engine.info.head).decode(engine.infer(frames), 3)
+    for det in dets:
+        np.testing.assert_allclose(det.boxes, [[12, 12, 20, 20]])
+        assert det.class_ids.tolist() == [1]
+        np.testing.assert_allclose(det.scores, [0.9], rtol=1e-6)
+
+
+def test_engine_when_one_anchor_yolov8_head_has_no_class_names_then_still_yolov8(
+    tmp_path: Path,
+) -> None:
+    # Not ambiguous: a YOLOv5 row of 1 value cannot exist, so only YOLOv8 fits [N, 6, 1].
+    engine = Engine(save(yolov8_model(ONE_ANCHOR), tmp_path / "one.onnx"), EngineOptions())
+    assert engine.info.head is HeadFormat.YOLOV8 and engine.info.class_names == ()
+    engine.warm_up()
+    (det,) = Decoder(engine.info.head).decode(engine.infer([np.zeros((32, 32, 3), np.uint8)]), 1)
+    assert det.class_ids.tolist() == [1]
+
+
+def test_engine_when_both_heads_fit_and_no_class_names_then_refused_at_load_asking_for_head_format(
+    tmp_path: Path,
+) -> None:
+    path = save(yolov8_model(np.zeros((7, 8), np.float32)), tmp_path / "amb.onnx")
+    with pytest.raises(ModelError) as err:
+        Engine(path, EngineOptions())
+    assert str(err.value) == (
+        "cannot tell the detector head from output shape [batch, 7, 8]: it could be yolov5 or "
+        "yolov8 and the model has no class names to decide; set --head-format / "
+        "FRAMEBUS_HEAD_FORMAT to the model's layout"
+    )
+    # Told, it runs: 3 classes, 8 anchors.
+    engine = Engine(path, EngineOptions(), head=HeadFormat.YOLOV8)
+    assert list(engine.warm_up()) == [1, 2, 4, 8]
+
+
+def test_engine_when_no_head_layout_fits_the_output_then_refused_naming_the_shape(
+    tmp_path: Path,
+) -> None:
+    path = save(fixed_output_model({"output0": np.zeros((4, 3), np.float32)}), tmp_path / "x.onnx")
+    with pytest.raises(ModelError, match=r"output shape \[batch, 4, 3\]: it fits no layout"):
+        Engine(path, EngineOptions())
+
+
+def test_engine_when_head_format_contradicts_the_output_shape_then_refused_at_load(
+    tmp_path: Path,
+) -> None:
+    path = save(yolov8_model(ONE_ANCHOR, names=["a", "b"]), tmp_path / "one.onnx")
+    with pytest.raises(ModelError) as err:
+        Engine(path, EngineOptions(), head=HeadFormat.YOLOV5)
+    assert str(err.value).startswith(
+        "--head-format / FRAMEBUS_HEAD_FORMAT is yolov5 but the model's output shape "
+        "[batch, 6, 1] does not fit that layout: a YOLOv5 row needs 6 or more values"
+    )
+
+
+def test_engine_when_dynamic_output_dims_hide_a_wrong_head_format_then_warm_up_refuses_it(
+    tmp_path: Path,
+) -> None:
+    model = with_dynamic_output_dims(yolov8_model(ONE_ANCHOR, names=["a", "b"]))
+    path = save(model, tmp_path / "dyn.onnx")
+    engine = Engine(path, EngineOptions(max_batch=2), head=HeadFormat.YOLOV5)  # load: dims unknown
+    with pytest.raises(ModelError) as err:
+        engine.warm_up()
+    assert str(err.value).startswith(
+        "the model's output shape [1, 6, 1] cannot be decoded as the yolov5 head it was taken for"
+    )
+    assert "--head-format / FRAMEBUS_HEAD_FORMAT" in str(err.value)
+    assert not engine.warmed_up
+    # Auto: unknown dims and nothing to decide by, so refused at load, not guessed.
+    with pytest.raises(ModelError, match=r"output shape \[batch, output0_dim1, output0_dim2\]"):
+        Engine(path, EngineOptions())
+
+
+def test_inference_when_warm_up_refuses_the_head_then_pipeline_fails_before_any_frame(
+    tmp_path: Path,
+) -> None:
+    path = save(with_dynamic_output_dims(yolov8_model(ONE_ANCHOR)), tmp_path / "dyn.onnx")
+    engine = Engine(path, EngineOptions(max_batch=2), head=HeadFormat.YOLOV5)
+    control = Control(Health())
+    stats = InferencerStats()
+    inbox: StageQueue[Work] = StageQueue(control, maxsize=1)
+    out: StageQueue[Publication] = StageQueue(control, maxsize=1)
+    tracing = BatchTracing("frames", "group")
+    inference = Inference(
+        InferencerSettings(), control, inbox, out, engine, stats, tracing, lambda: 0.0
+    )
+    inference.run()  # returns: the failure is the pipeline's to raise, as one line
+    assert isinstance(control.first_failure, ModelError)
+    assert "[1, 6, 1] cannot be decoded as the yolov5 head" in str(control.first_failure)
+    assert control.stop.is_set() and control.warmed.is_set()  # the receiver never subscribes
+    assert not stats.warmed_up and stats.errors["ModelError"] == 1
+
+
+def test_inferencer_cli_when_head_cannot_be_decoded_then_exit_2_with_one_line_no_traceback(
+    tmp_path: Path,
+) -> None:
+    path = save(with_dynamic_output_dims(yolov8_model(ONE_ANCHOR)), tmp_path / "dyn.onnx")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
+    env = {
+        **clean,
+        "FRAMEBUS_BOOTSTRAP_SERVERS": "127.0.0.1:1",  # never reached: refused before consuming
+        "FRAMEBUS_MODEL_PATH": str(path),
+        "FRAMEBUS_HEAD_FORMAT": "yolov5",
+        "FRAMEBUS_MAX_BATCH": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "framebus_inferencer"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and '"exc"' not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if ": error: " in line]
+    assert errors == [
+        "python -m framebus_inferencer: error: the model's output shape [1, 6, 1] cannot be "
+        "decoded as the yolov5 head it was taken for: a YOLOv5 row needs 6 or more values (4 box, "
+        "objectness, class scores), not 1; set --head-format / FRAMEBUS_HEAD_FORMAT to the "
+        "model's layout (yolov5, yolov8 or end2end)"
+    ]

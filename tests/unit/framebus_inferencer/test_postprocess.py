@@ -7,6 +7,8 @@ from framebus.errors import ModelError
 from framebus.letterbox import boxes_to_original
 from framebus_inferencer.postprocess import (
     Decoder,
+    anchor_counts,
+    check_head,
     class_names,
     cxcywh_to_xyxy,
     detect_head,
@@ -70,11 +72,93 @@ def test_decode_when_batch_padded_then_only_real_images_decoded() -> None:
 def test_detect_head_when_shapes_given_then_layout_recognised() -> None:
     assert detect_head([["batch", 84, 8400]], 80) is HeadFormat.YOLOV8
     assert detect_head([["batch", 25200, 85]], 80) is HeadFormat.YOLOV5
-    assert detect_head([["batch", 84, 8400]], 0) is HeadFormat.YOLOV8
+    # Without class names, YOLOv8's 8400 anchors of a 640 x 640 input decide it.
+    assert detect_head([["batch", 84, 8400]], 0, (640, 640)) is HeadFormat.YOLOV8
     assert detect_head([["batch", 300, 6]], 80) is HeadFormat.END2END
     assert detect_head([["b", 1], ["b", 100, 4], ["b", 100], ["b", 100]], 0) is HeadFormat.END2END
     with pytest.raises(ModelError, match="FRAMEBUS_HEAD_FORMAT"):
         detect_head([["b", "n", "m"]], 0)
+
+
+def test_detect_head_when_row_too_short_for_yolov5_then_yolov8_with_or_without_names() -> None:
+    # [N, 6, 1]: a YOLOv5 row of 1 value is impossible (it needs 4 box values, objectness and a
+    # class), so only YOLOv8 fits: 4 box rows, 2 classes, 1 anchor. It used to be taken for YOLOv5.
+    assert detect_head([["batch", 6, 1]], 2, (32, 32)) is HeadFormat.YOLOV8
+    assert detect_head([["batch", 6, 1]], 0, (32, 32)) is HeadFormat.YOLOV8
+    assert detect_head([[1, 5, 3]], 0) is HeadFormat.YOLOV8  # 1 class: 5 rows
+
+
+def test_detect_head_when_class_count_fits_one_layout_then_that_layout() -> None:
+    assert detect_head([["batch", 7, 9]], 3, (32, 32)) is HeadFormat.YOLOV8  # 4 + 3 rows
+    assert detect_head([["batch", 7, 9]], 4, (32, 32)) is HeadFormat.YOLOV5  # 5 + 4 values
+    assert detect_head([["batch", 84, "anchors"]], 80) is HeadFormat.YOLOV8  # dynamic export
+    # [N, K, 6] with one class: YOLOv5's 25200 anchors of 640 x 640, else end-to-end's K.
+    assert detect_head([["batch", 25200, 6]], 1, (640, 640)) is HeadFormat.YOLOV5
+    assert detect_head([["batch", 300, 6]], 1, (640, 640)) is HeadFormat.END2END
+
+
+def test_detect_head_when_no_class_names_then_anchor_count_of_the_input_size_decides() -> None:
+    assert anchor_counts(HeadFormat.YOLOV8, 640, 640) == {8400, 8500}  # P5, P6 strides
+    assert anchor_counts(HeadFormat.YOLOV5, 640, 384) == {3 * 5040, 3 * 5100}
+    assert detect_head([["batch", 25200, 85]], 0, (640, 640)) is HeadFormat.YOLOV5
+    assert detect_head([["batch", 84, 34000]], 0, (1280, 1280)) is HeadFormat.YOLOV8  # P6
+    assert detect_head([["batch", 300, 6]], 0, (640, 640)) is HeadFormat.END2END
+
+
+def test_detect_head_when_two_layouts_fit_and_nothing_decides_then_refused() -> None:
+    ask = "--head-format / FRAMEBUS_HEAD_FORMAT"
+    with pytest.raises(ModelError) as err:
+        detect_head([["batch", 7, 8]], 0, (32, 32))  # neither 8 nor 7 anchors fit 32 x 32
+    assert str(err.value) == (
+        "cannot tell the detector head from output shape [batch, 7, 8]: it could be yolov5 or "
+        f"yolov8 and the model has no class names to decide; set {ask} to the model's layout"
+    )
+    with pytest.raises(ModelError, match="could be yolov5 or yolov8"):
+        detect_head([["batch", 84, 8400]], 0)  # no input size given: no anchor evidence
+    with pytest.raises(ModelError, match=r"could be yolov5 or yolov8; set --head-format"):
+        detect_head([["batch", 6, 7]], 2, (32, 32))  # 4 + 2 rows and 5 + 2 values alike
+
+
+def test_detect_head_when_no_layout_fits_then_refused_naming_the_shape() -> None:
+    with pytest.raises(ModelError, match=r"output shape \[batch, 4, 3\]: it fits no layout"):
+        detect_head([["batch", 4, 3]], 0, (32, 32))
+    with pytest.raises(ModelError, match=r"output shape \[b, 5, 5, 5\]: it fits no layout"):
+        detect_head([["b", 5, 5, 5]], 0)
+    with pytest.raises(ModelError) as err:
+        detect_head([["batch", 84, 8400]], 3, (640, 640))  # labels of another model
+    assert "[batch, 84, 8400]: its 3 class names" in str(err.value)
+    assert "YOLOv5 rows of 8 values, YOLOv8 7 rows" in str(err.value)
+
+
+def test_check_head_when_set_by_hand_and_shape_cannot_have_it_then_refused() -> None:
+    with pytest.raises(ModelError) as err:
+        check_head(HeadFormat.YOLOV5, [["batch", 6, 1]])
+    assert str(err.value) == (
+        "--head-format / FRAMEBUS_HEAD_FORMAT is yolov5 but the model's output shape "
+        "[batch, 6, 1] does not fit that layout: a YOLOv5 row needs 6 or more values (4 box, "
+        "objectness, class scores), not 1; set it to the model's layout, or to auto"
+    )
+    with pytest.raises(ModelError, match=r"end2end but .*\[batch, 300, 7\] does not fit"):
+        check_head(HeadFormat.END2END, [["batch", 300, 7]])
+    with pytest.raises(ModelError, match=r"5 or more rows \(4 box, class scores\), not 4"):
+        check_head(HeadFormat.YOLOV8, [["batch", 4, 8400]])
+    check_head(HeadFormat.YOLOV8, [["batch", "rows", "anchors"]])  # unknown: checked at warm-up
+
+
+def test_decoder_check_when_real_outputs_do_not_fit_the_head_then_refused() -> None:
+    out = np.zeros((2, 6, 1), np.float32)
+    Decoder(HeadFormat.YOLOV8).check([out], 2)
+    with pytest.raises(ModelError) as err:
+        Decoder(HeadFormat.YOLOV5).check([out], 2)
+    assert str(err.value).startswith(
+        "the model's output shape [2, 6, 1] cannot be decoded as the yolov5 head it was taken "
+        "for: a YOLOv5 row needs 6 or more values"
+    )
+    assert str(err.value).endswith(
+        "set --head-format / FRAMEBUS_HEAD_FORMAT to the model's layout (yolov5, yolov8 or end2end)"
+    )
+    with pytest.raises(ModelError, match=r"shape \[2, 1\] cannot be decoded as the yolov8 head"):
+        Decoder(HeadFormat.YOLOV8).check([np.zeros((2, 1), np.float32)], 2)
 
 
 def test_class_names_when_labels_file_then_it_wins_over_metadata(tmp_path: Path) -> None:

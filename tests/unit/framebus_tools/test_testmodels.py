@@ -5,7 +5,7 @@ import pytest
 
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat
-from framebus_tools.testmodels import near_free_model
+from framebus_tools.testmodels import near_free_model, with_dynamic_output_dims, yolov5_model
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +40,13 @@ def test_near_free_model_when_other_size_then_anchors_follow_strides() -> None:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"images": np.zeros((2, 3, 320, 320), np.float32)})
     assert out.shape == (2, 7, 2100)  # 40^2 + 20^2 + 10^2 anchors
+
+
+def test_with_dynamic_output_dims_when_loaded_then_shape_unknown_and_outputs_unchanged() -> None:
+    rows = np.arange(2 * 7, dtype=np.float32).reshape(2, 7)
+    model = with_dynamic_output_dims(yolov5_model(rows, input_size=16))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    # ONNX Runtime's own shape inference cannot see through it: the engine only learns at run time.
+    assert [o.shape for o in session.get_outputs()] == [["batch", "output0_dim1", "output0_dim2"]]
+    (out,) = session.run(None, {"images": np.ones((3, 3, 16, 16), np.float32)})
+    np.testing.assert_array_equal(out, np.broadcast_to(rows, (3, 2, 7)))

@@ -92,6 +92,23 @@ class LayoutResult:
         return f"1 inferencer x {self.threads} threads"
 
 
+GPU_MEMORY = "gpu"
+HOST_RSS = "host_rss"
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """What tune's peak memory figures are: GPU memory in use (NVML) or this process's RSS."""
+
+    kind: str  # GPU_MEMORY or HOST_RSS
+    note: str  # what was measured, and why host memory on a GPU provider
+
+    @property
+    def column(self) -> str:
+        """The table's header for the peak memory column."""
+        return "GPU MB" if self.kind == GPU_MEMORY else "RSS MB"
+
+
 @dataclass
 class TuneResult:
     """Everything tune measured and concluded."""
@@ -102,6 +119,7 @@ class TuneResult:
     recommendation: Recommendation
     layout: LayoutResult | None = None
     files: dict[str, str] = field(default_factory=dict)
+    memory: MemorySource = MemorySource(HOST_RSS, "peak memory is this process's host RSS")
 
 
 class EngineRunner:
@@ -146,28 +164,53 @@ def batch_sizes(limit: int) -> list[int]:
     return sizes
 
 
+def _nvml() -> tuple[Any, str]:
+    """The initialised NVML bindings (`pynvml`, from nvidia-ml-py), or None and why not."""
+    try:
+        nvml = importlib.import_module("pynvml")
+    except ImportError:
+        return None, "nvidia-ml-py is not installed: pip install 'framebus[gpu]'"
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - pynvml raises its own NVMLError family
+        return None, f"NVML cannot start ({type(exc).__name__}: {exc}): no NVIDIA driver or GPU"
+    return nvml, ""
+
+
 def gpu_used_mb() -> float | None:
     """GPU memory in use on device 0 via NVML, MB; None without an NVIDIA GPU and nvidia-ml-py."""
-    try:
-        import pynvml  # type: ignore[import-not-found]
-
-        pynvml.nvmlInit()
-        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0))
-        return float(info.used) / 1e6
-    except (ImportError, OSError, RuntimeError, AttributeError):
+    nvml, _ = _nvml()
+    if nvml is None:
         return None
+    try:
+        info = nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0))
     except Exception as exc:  # noqa: BLE001 - pynvml raises its own NVMLError family
         if type(exc).__name__.startswith("NVMLError"):
             return None
         raise
+    return float(info.used) / 1e6
 
 
-def memory_mb(provider: str) -> float:
-    """Peak-relevant memory: GPU memory in use on a GPU provider, else process RSS."""
-    if provider != "CPUExecutionProvider":
+def memory_source(provider: str) -> MemorySource:
+    """GPU memory on a GPU provider when NVML answers, else host RSS, with a note saying which."""
+    if provider == "CPUExecutionProvider":
+        return MemorySource(HOST_RSS, "peak memory is this process's host RSS (CPU provider)")
+    if gpu_used_mb() is not None:
+        return MemorySource(GPU_MEMORY, "peak memory is GPU memory in use on device 0 (NVML)")
+    why = _nvml()[1] or "NVML found no device 0"
+    return MemorySource(
+        HOST_RSS,
+        f"peak memory is this process's host RSS, NOT GPU memory: {provider} runs on the GPU "
+        f"but {why}",
+    )
+
+
+def memory_mb(source: MemorySource) -> float:
+    """The memory `source` measures now, MB."""
+    if source.kind == GPU_MEMORY:
+        # NVML answered at the start: a failed read adds nothing to the peak, no host RSS mixed in.
         used = gpu_used_mb()
-        if used is not None:
-            return used
+        return 0.0 if used is None else used
     return rss_mb()
 
 
@@ -181,8 +224,15 @@ def rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def measure_batch(runner: BatchRunner, batch: int, seconds: float, warmup: int = 2) -> BatchPoint:
-    """Run `batch`-sized batches for about `seconds`; throughput, latency percentiles, peak RSS."""
+def measure_batch(
+    runner: BatchRunner,
+    batch: int,
+    seconds: float,
+    warmup: int = 2,
+    memory: MemorySource | None = None,
+) -> BatchPoint:
+    """Run `batch`-sized batches for about `seconds`; throughput, latency percentiles, peak memory."""
+    memory = memory or memory_source(runner.provider)
     rng = np.random.default_rng(batch)
     frames = rng.integers(
         0, 255, (batch, runner.input_height, runner.input_width, 3), dtype=np.uint8
@@ -190,13 +240,13 @@ def measure_batch(runner: BatchRunner, batch: int, seconds: float, warmup: int =
     for _ in range(warmup):
         runner.infer(frames)
     latencies: list[float] = []
-    peak = memory_mb(runner.provider)
+    peak = memory_mb(memory)
     start = time.perf_counter()
     while not latencies or (time.perf_counter() - start < seconds and len(latencies) < 10_000):
         t0 = time.perf_counter()
         runner.infer(frames)
         latencies.append((time.perf_counter() - t0) * 1000)
-        peak = max(peak, memory_mb(runner.provider))
+        peak = max(peak, memory_mb(memory))
     elapsed = time.perf_counter() - start
     return BatchPoint(
         batch=batch,
@@ -208,13 +258,18 @@ def measure_batch(runner: BatchRunner, batch: int, seconds: float, warmup: int =
 
 
 def measure_curve(
-    runner: BatchRunner, sizes: Sequence[int], seconds: float, progress: Callable[[str], None]
+    runner: BatchRunner,
+    sizes: Sequence[int],
+    seconds: float,
+    progress: Callable[[str], None],
+    memory: MemorySource | None = None,
 ) -> list[BatchPoint]:
     """Measure every batch size in turn."""
+    memory = memory or memory_source(runner.provider)
     points = []
     for b in sizes:
         progress(f"batch {b}")
-        points.append(measure_batch(runner, b, seconds))
+        points.append(measure_batch(runner, b, seconds, memory=memory))
     return points
 
 
@@ -274,8 +329,9 @@ def run_tune(
 ) -> TuneResult:
     """Measure, recommend, compare CPU layouts."""
     runner = factory(settings.threads)
+    memory = memory_source(runner.provider)
     points = measure_curve(
-        runner, batch_sizes(settings.max_batch_limit), settings.seconds_per_batch, progress
+        runner, batch_sizes(settings.max_batch_limit), settings.seconds_per_batch, progress, memory
     )
     budget = Budget(
         settings.latency_budget_ms,
@@ -295,12 +351,14 @@ def run_tune(
         layout = compare_layouts(
             factory, settings.threads, rec.max_batch, settings.seconds_per_batch
         )
-    return TuneResult(machine_info(runner.provider), runner.provider, points, rec, layout)
+    return TuneResult(
+        machine_info(runner.provider), runner.provider, points, rec, layout, memory=memory
+    )
 
 
 def format_table(result: TuneResult) -> str:
     """The terminal table and the recommendation."""
-    rows = [f"{'batch':>5} {'frames/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'peak MB':>8}"]
+    rows = [f"{'batch':>5} {'frames/s':>9} {'p50 ms':>8} {'p99 ms':>8} {result.memory.column:>8}"]
     for p in result.points:
         mark = "  <- knee" if p.batch == result.recommendation.knee_batch else ""
         rows.append(
@@ -309,6 +367,7 @@ def format_table(result: TuneResult) -> str:
         )
     rec = result.recommendation
     rows += [
+        f"{result.memory.column}: {result.memory.note}",
         "",
         f"recommended: max_batch={rec.max_batch} max_wait_ms={rec.max_wait_ms:g} "
         f"max_frame_age_ms={rec.max_frame_age_ms:g} "
@@ -367,6 +426,7 @@ def write_outputs(result: TuneResult, settings: TuneSettings) -> dict[str, str]:
         "settings": {k: str(v) for k, v in asdict(settings).items()},
         "points": [asdict(p) for p in result.points],
         "recommendation": asdict(result.recommendation),
+        "memory": {"measured": result.memory.kind, "note": result.memory.note},
         "layout": asdict(result.layout) | {"better": result.layout.better}
         if result.layout
         else None,

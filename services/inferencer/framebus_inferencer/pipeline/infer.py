@@ -72,7 +72,12 @@ class Inference:
         self.stats.provider = self.engine.provider
         self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
         ctl.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
-        self.engine.warm_up()
+        try:
+            self.engine.warm_up()  # also refuses a head its outputs cannot be decoded as
+        except ModelError as exc:  # a start-up refusal: the service's one-line error, no traceback
+            self.stats.error(type(exc).__name__)
+            ctl.fail(exc)
+            return
         if self.staging is not None:
             held = self.staging.warm_up()
             log.info("input slots ready", extra={"bytes": held})
