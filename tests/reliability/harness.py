@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -17,10 +19,14 @@ from typing import Any
 
 import confluent_kafka
 import numpy as np
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from prometheus_client.parser import text_string_to_metric_families
 
 from framebus.codec import DetectionsCodec, FrameCodec
+from framebus.compression import compress
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.messages import Detections, Frame, TensorLayout
+from framebus.messages import Compression, Detections, Frame, TensorLayout
+from framebus_decoder.wire import FrameEncoder
 from tests.integration.kafkautil import read_topic
 
 SIZE = 64  # model input of the box model: small frames keep runs quick on two cores
@@ -252,3 +258,122 @@ def unaccounted_decoder_frames(counters: dict[str, int]) -> int:
         - counters.get("published", 0)
         - dropped
     )
+
+
+# --- Records built with the decoder's own encoder, probes, and the group's commits --------------
+
+
+def frame_record(
+    camera: str,
+    seq: int,
+    size: int = SIZE,
+    *,
+    fill: int | None = None,
+    compression: Compression = Compression.NONE,
+    layout: TensorLayout = TensorLayout.HWC,
+    payload: Callable[[bytes], bytes] | None = None,
+) -> bytes:
+    """One frame record as the decoder writes it (`framebus_decoder.wire.FrameEncoder`).
+
+    The tensor is `size`x`size`x3 uint8 of `fill` (default seq % 250, below a poison pixel),
+    compressed with `compression`; `layout` CHW stores it as (3, size, size). `payload` rewrites
+    the tensor's wire bytes (e.g. to corrupt the compressed stream) before they are written.
+    """
+    value = seq % 250 if fill is None else fill
+    shape = (size, size, 3) if layout is TensorLayout.HWC else (3, size, size)
+    wire = compress(compression, np.full(shape, value, np.uint8).tobytes())
+    return FrameEncoder().encode(
+        camera_id=camera,
+        seq=seq,
+        capture_ts_us=time.time_ns() // 1000,
+        pts_s=None,
+        orig_width=2 * size,
+        orig_height=size,
+        shape=shape,
+        layout=layout,
+        scale=0.5,
+        pad_x=0,
+        pad_y=size // 4,
+        compression=compression,
+        tensor=wire if payload is None else payload(wire),
+    )
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (for a service's HTTP server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get_json(url: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) of a probe; (0, {}) while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback test server
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return int(err.code), json.loads(err.read())
+    except (urllib.error.URLError, ConnectionError):
+        return 0, {}
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` in a /metrics text whose labels include `labels`."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def uncommitted(kafka: KafkaSettings, group: str, topic: str) -> dict[int, int]:
+    """Per partition of `topic`, records past `group`'s committed offset (empty: all committed)."""
+    admin = AdminClient(kafka.client_config())
+    request = [confluent_kafka.ConsumerGroupTopicPartitions(group)]
+    committed = {
+        tp.partition: tp.offset
+        for tp in admin.list_consumer_group_offsets(request)[group].result(10).topic_partitions
+        if tp.topic == topic
+    }
+    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    specs = {confluent_kafka.TopicPartition(topic, p): OffsetSpec.latest() for p in parts}
+    ends = {tp.partition: f.result(10).offset for tp, f in admin.list_offsets(specs).items()}
+    behind = {p: end - max(committed.get(p, 0), 0) for p, end in ends.items()}
+    return {p: n for p, n in behind.items() if n > 0}
+
+
+def produce_at(
+    kafka: KafkaSettings, topic: str, records: Iterable[tuple[str, bytes]]
+) -> list[tuple[int, int]]:
+    """Produce (key, value) records in order; the (partition, offset) each was written at."""
+    producer = confluent_kafka.Producer({**kafka.client_config(), "enable.idempotence": True})
+    where: dict[int, tuple[int, int]] = {}
+
+    def report(i: int) -> Callable[[Any, Any], None]:
+        def done(err: Any, msg: Any) -> None:
+            assert err is None, err
+            where[i] = (msg.partition(), msg.offset())
+
+        return done
+
+    count = 0
+    for count, (key, value) in enumerate(records, start=1):
+        producer.produce(topic, value, key=key, on_delivery=report(count - 1))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return [where[i] for i in range(count)]
+
+
+def wait_records(
+    kafka: KafkaSettings, topic: str, n: int, services: Iterable[Service], timeout_s: float = 60.0
+) -> float:
+    """Seconds until `topic` holds `n` committed records; fails at once if a service exits."""
+    watched = list(services)
+
+    def done() -> bool:
+        for service in watched:
+            assert service.alive(), f"{service.command} exited:\n{service.text()[-3000:]}"
+        return len(read_topic(kafka, topic, n, timeout_s=1.0)) >= n
+
+    return wait_for(done, timeout_s, f"{n} records on {topic}")

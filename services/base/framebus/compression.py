@@ -51,14 +51,36 @@ def compress(compression: Compression, data: bytes | bytearray | memoryview) -> 
     raise CodecError(f"unknown compression {compression!r}")
 
 
-def decompress(compression: Compression, data: bytes | memoryview) -> bytes | memoryview:
+def claimed_bytes(compression: Compression, data: bytes | memoryview) -> int | None:
+    """The content size a compressed tensor's header claims; None when it claims none."""
+    if compression is Compression.LZ4:
+        return int(lz4.frame.get_frame_info(data)["content_size"]) or None
+    if compression is Compression.ZSTD:
+        size = int(zstandard.frame_content_size(data))
+        return size if size >= 0 else None
+    return None
+
+
+def decompress(
+    compression: Compression, data: bytes | memoryview, max_bytes: int | None = None
+) -> bytes | memoryview:
     """Undo `compress`: the raw tensor bytes of a frame record; CodecError when corrupt.
 
-    NONE returns `data` itself (a view stays a view: no copy of the tensor).
+    NONE returns `data` itself (a view stays a view: no copy of the tensor). `max_bytes` is the
+    largest tensor the caller can use: both codecs allocate the content size a header claims
+    before decompressing, so a corrupt size field (a terabyte) would raise MemoryError, not
+    CodecError; a claim above `max_bytes` is refused before anything is allocated.
     """
     if compression is Compression.NONE:
         return data
     try:
+        claimed = claimed_bytes(compression, data) if max_bytes is not None else None
+        if claimed is not None and max_bytes is not None and claimed > max_bytes:
+            raise CodecError(
+                f"corrupt {compression.value} tensor ({len(data)} bytes): its header claims "
+                f"{claimed} bytes, more than the {max_bytes} bytes of a frame the model takes; "
+                "the frame must be dead-lettered"
+            )
         if compression is Compression.LZ4:
             return bytes(lz4.frame.decompress(data))
         if compression is Compression.ZSTD:

@@ -80,6 +80,7 @@ class Receiver:
         self.stats = stats
         self.tracing = tracing
         self.frame_shape = frame_shape
+        self.frame_bytes = math.prod(frame_shape)
         self.clock_ms = clock_ms
         self.staging = staging
         self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
@@ -99,7 +100,7 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         ctl = self.control
-        frame_bytes = math.prod(self.frame_shape)
+        frame_bytes = self.frame_bytes
         touched = pre_touch(
             backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
         )
@@ -186,7 +187,9 @@ class Receiver:
         decode_start = self.tracing.now_ns()
         try:
             frame = self.frames.decode_view(msg.value() or b"")
-            tensor = np.frombuffer(decompress(frame.compression, frame.tensor), np.uint8)
+            # Bounded by the model's frame: a header claiming more is dead-lettered unread.
+            raw = decompress(frame.compression, frame.tensor, self.frame_bytes)
+            tensor = np.frombuffer(raw, np.uint8)
             problem = check_tensor(frame, tensor, self.frame_shape)
             if problem is not None:
                 raise CodecError(problem)
