@@ -6,7 +6,6 @@ samples stay for dashboards that read them.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import resource
@@ -18,6 +17,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from framebus.telemetry.health import Health, HealthServer
+from framebus_inferencer import gpu
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__name__)
@@ -177,36 +177,20 @@ def process_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-_nvml: Any = None  # the pynvml module once initialised; False when it cannot be
-
-
 def gpu_memory_bytes(device_id: int) -> tuple[int, int] | None:
-    """(used, total) of the GPU through NVML, or None when `pynvml` or the GPU is missing.
+    """(used, total) of the GPU through NVML, or None (logged once) when NVML or the GPU is missing.
 
-    `pynvml` comes from nvidia-ml-py, the `gpu` extra (the GPU image installs it); without it, or
-    without a driver, /metrics has no GPU gauges rather than wrong ones.
+    Without the `gpu` extra, or without a driver, /metrics has no GPU gauges rather than wrong ones.
     """
-    global _nvml  # noqa: PLW0603 - NVML is initialised once per process
-    if _nvml is False:
-        return None
-    if _nvml is None:
-        try:
-            module = importlib.import_module("pynvml")
-        except ImportError:
-            log.warning(
-                "no GPU memory metric: nvidia-ml-py is not installed (pip install 'framebus[gpu]')"
-            )
-            _nvml = False
-            return None
-        try:
-            module.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - NVMLError or a missing driver: no GPU figures
-            log.warning("no GPU memory metric: NVML unavailable (%s)", exc)
-            _nvml = False
-            return None
-        _nvml = module
-    info = _nvml.nvmlDeviceGetMemoryInfo(_nvml.nvmlDeviceGetHandleByIndex(device_id))
-    return int(info.used), int(info.total)
+    used_total = gpu.gpu_memory_bytes(device_id)
+    global _warned  # noqa: PLW0603 - once per process, as NVML is asked once
+    if used_total is None and not _warned:
+        log.warning("no GPU memory metric: %s", gpu.nvml()[1] or f"NVML has no device {device_id}")
+        _warned = True
+    return used_total
+
+
+_warned = False
 
 
 def inferencer_readiness(stats: InferencerStats) -> str | None:

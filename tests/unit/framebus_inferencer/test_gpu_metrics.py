@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from framebus_inferencer import metrics
+from framebus_inferencer import gpu, metrics
 from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.stats import InferencerStats
 
@@ -26,7 +26,8 @@ def scrape(stats: InferencerStats) -> str:
 @pytest.fixture(autouse=True)
 def fresh_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVML is initialised once per process: each test starts before that."""
-    monkeypatch.setattr(metrics, "_nvml", None)
+    monkeypatch.setattr(gpu, "_started", None)
+    monkeypatch.setattr(metrics, "_warned", False)
 
 
 def fake_nvml(used: int, total: int, calls: list[str]) -> SimpleNamespace:
@@ -50,7 +51,7 @@ def test_metrics_when_nvml_not_installed_on_gpu_provider_then_gpu_gauges_omitted
     assert 'framebus_inferencer_memory_bytes{kind="arena_limit"} 1.073741824e+09' in text
     assert not any(line in text for line in GPU_LINES)
     assert caplog.messages == [
-        "no GPU memory metric: nvidia-ml-py is not installed (pip install 'framebus[gpu]')"
+        "no GPU memory metric: nvidia-ml-py is not installed: pip install 'framebus[gpu]'"
     ]
     assert "nvml" not in stats.errors  # an absent extra is not an error to count
 

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from framebus_inferencer import gpu
 from framebus_tools.perf.tune import (
     GPU_MEMORY,
     HOST_RSS,
@@ -45,6 +46,12 @@ def tune(provider: str, tmp_path: Path) -> tuple[str, dict[str, object]]:
     result = run_tune(settings, lambda _threads: StubRunner(provider), lambda _step: None)
     write_outputs(result, settings)
     return format_table(result), json.loads((tmp_path / "tune" / "tune.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def fresh_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML is started once per process: each test starts before that."""
+    monkeypatch.setattr(gpu, "_started", None)
 
 
 def fake_nvml(used_bytes: int) -> SimpleNamespace:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from framebus.errors import ConfigError, FramebusError
 from framebus.settings import check, setting
+from framebus_inferencer.gpu import gpu_memory_bytes, nvml
 from framebus_tools.perf.knee import BatchPoint, Budget, Recommendation, recommend
 
 
@@ -164,31 +165,10 @@ def batch_sizes(limit: int) -> list[int]:
     return sizes
 
 
-def _nvml() -> tuple[Any, str]:
-    """The initialised NVML bindings (`pynvml`, from nvidia-ml-py), or None and why not."""
-    try:
-        nvml = importlib.import_module("pynvml")
-    except ImportError:
-        return None, "nvidia-ml-py is not installed: pip install 'framebus[gpu]'"
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - pynvml raises its own NVMLError family
-        return None, f"NVML cannot start ({type(exc).__name__}: {exc}): no NVIDIA driver or GPU"
-    return nvml, ""
-
-
 def gpu_used_mb() -> float | None:
     """GPU memory in use on device 0 via NVML, MB; None without an NVIDIA GPU and nvidia-ml-py."""
-    nvml, _ = _nvml()
-    if nvml is None:
-        return None
-    try:
-        info = nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0))
-    except Exception as exc:  # noqa: BLE001 - pynvml raises its own NVMLError family
-        if type(exc).__name__.startswith("NVMLError"):
-            return None
-        raise
-    return float(info.used) / 1e6
+    used_total = gpu_memory_bytes(0)
+    return None if used_total is None else used_total[0] / 1e6
 
 
 def memory_source(provider: str) -> MemorySource:
@@ -197,7 +177,7 @@ def memory_source(provider: str) -> MemorySource:
         return MemorySource(HOST_RSS, "peak memory is this process's host RSS (CPU provider)")
     if gpu_used_mb() is not None:
         return MemorySource(GPU_MEMORY, "peak memory is GPU memory in use on device 0 (NVML)")
-    why = _nvml()[1] or "NVML found no device 0"
+    why = nvml()[1] or "NVML found no device 0"
     return MemorySource(
         HOST_RSS,
         f"peak memory is this process's host RSS, NOT GPU memory: {provider} runs on the GPU "
