@@ -18,6 +18,7 @@ PACKAGES = {
     "framebus": (REPO / "services" / "base" / "framebus", 0),
     "framebus_decoder": (REPO / "services" / "decoder" / "framebus_decoder", 1),
     "framebus_inferencer": (REPO / "services" / "inferencer" / "framebus_inferencer", 1),
+    "framebus_tracker": (REPO / "services" / "tracker" / "framebus_tracker", 1),
     "framebus_tools": (REPO / "tools" / "framebus_tools", 2),
 }
 

@@ -25,10 +25,14 @@ from framebus.messages import (
     Alert,
     Box,
     Compression,
+    CrossingDirection,
     Detections,
     Frame,
     FrameStatus,
+    RuleType,
     TensorLayout,
+    TrackedObject,
+    Tracks,
     ZoneAnchor,
 )
 
@@ -322,6 +326,11 @@ class AlertCodec:
                 "model_version": alert.model_version,
                 "detections_partition": alert.detections_partition,
                 "detections_offset": alert.detections_offset,
+                "rule_type": alert.rule_type.value,
+                "track_id": alert.track_id,
+                "direction": alert.direction.value,
+                "measure": alert.measure,
+                "counts": dict(alert.counts),
             }
         )
 
@@ -340,6 +349,89 @@ class AlertCodec:
             boxes=tuple(Box(**b) for b in r["boxes"]),
             model_name=r["model_name"],
             model_version=r["model_version"],
+            detections_partition=r["detections_partition"],
+            detections_offset=r["detections_offset"],
+            rule_type=RuleType(r["rule_type"]),
+            track_id=r["track_id"],
+            direction=CrossingDirection(r["direction"]),
+            measure=r["measure"],
+            counts=tuple(sorted(r["counts"].items())),
+        )
+
+
+class TracksCodec:
+    """Tracks <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        self._codec = SingleObjectCodec(
+            load_schema("tracks", schemas_dir), _released_schemas("tracks", schemas_dir)
+        )
+
+    def encode(self, tracks: Tracks) -> bytes:
+        """Serialize a tracks record."""
+        return self._codec.encode(
+            {
+                "camera_id": tracks.camera_id,
+                "seq": tracks.seq,
+                "capture_ts_us": tracks.capture_ts_us,
+                "status": tracks.status.value,
+                "reason": tracks.reason,
+                "missing_before": tracks.missing_before,
+                "model_name": tracks.model_name,
+                "model_version": tracks.model_version,
+                "orig_width": tracks.orig_width,
+                "orig_height": tracks.orig_height,
+                "objects": [
+                    {
+                        "track_id": o.track_id,
+                        **o.box.__dict__,
+                        "first_seen_us": o.first_seen_us,
+                        "confirmed": o.confirmed,
+                        "hits": o.hits,
+                    }
+                    for o in tracks.objects
+                ],
+                "e2e_latency_ms": tracks.e2e_latency_ms,
+                "tracked_at_us": tracks.tracked_at_us,
+                "detections_partition": tracks.detections_partition,
+                "detections_offset": tracks.detections_offset,
+            }
+        )
+
+    def decode(self, data: bytes) -> Tracks:
+        """Parse a tracks record."""
+        r = self._codec.decode(data)
+        return Tracks(
+            camera_id=r["camera_id"],
+            seq=r["seq"],
+            capture_ts_us=_micros(r["capture_ts_us"]),
+            status=FrameStatus(r["status"]),
+            reason=r["reason"],
+            missing_before=r["missing_before"],
+            model_name=r["model_name"],
+            model_version=r["model_version"],
+            orig_width=r["orig_width"],
+            orig_height=r["orig_height"],
+            objects=tuple(
+                TrackedObject(
+                    track_id=o["track_id"],
+                    box=Box(
+                        o["x1"],
+                        o["y1"],
+                        o["x2"],
+                        o["y2"],
+                        o["class_id"],
+                        o["class_name"],
+                        o["score"],
+                    ),
+                    first_seen_us=_micros(o["first_seen_us"]),
+                    confirmed=o["confirmed"],
+                    hits=o["hits"],
+                )
+                for o in r["objects"]
+            ),
+            e2e_latency_ms=r["e2e_latency_ms"],
+            tracked_at_us=_micros(r["tracked_at_us"]),
             detections_partition=r["detections_partition"],
             detections_offset=r["detections_offset"],
         )

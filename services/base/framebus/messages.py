@@ -92,6 +92,57 @@ class ZoneAnchor(enum.Enum):
     CENTER = "CENTER"
 
 
+class RuleType(enum.Enum):
+    """Which kind of alert rule fired."""
+
+    FRAME_STREAK = "FRAME_STREAK"
+    ZONE_ENTER = "ZONE_ENTER"
+    ZONE_EXIT = "ZONE_EXIT"
+    DWELL = "DWELL"
+    LINE_CROSSING = "LINE_CROSSING"
+    OCCUPANCY = "OCCUPANCY"
+
+
+class CrossingDirection(enum.Enum):
+    """Which way a track crossed a counting line."""
+
+    NONE = "NONE"
+    IN = "IN"
+    OUT = "OUT"
+
+
+@dataclass(frozen=True)
+class TrackedObject:
+    """One box of a frame and the track it belongs to (`schemas/tracks.avsc`)."""
+
+    track_id: str
+    box: Box
+    first_seen_us: int
+    confirmed: bool
+    hits: int
+
+
+@dataclass(frozen=True)
+class Tracks:
+    """What the tracker made of one detections record (`schemas/tracks.avsc`)."""
+
+    camera_id: str
+    seq: int
+    capture_ts_us: int
+    status: FrameStatus
+    objects: tuple[TrackedObject, ...] = ()
+    reason: str | None = None
+    missing_before: int = 0
+    model_name: str = ""
+    model_version: str = ""
+    orig_width: int = 0
+    orig_height: int = 0
+    e2e_latency_ms: float = 0.0
+    tracked_at_us: int = 0
+    detections_partition: int = -1
+    detections_offset: int = -1
+
+
 @dataclass(frozen=True)
 class Alert:
     """An alert rule fired on a camera (`schemas/alert.avsc`)."""
@@ -109,3 +160,8 @@ class Alert:
     model_version: str = ""
     detections_partition: int = -1
     detections_offset: int = -1
+    rule_type: RuleType = RuleType.FRAME_STREAK
+    track_id: str = ""
+    direction: CrossingDirection = CrossingDirection.NONE
+    measure: float = 0.0
+    counts: tuple[tuple[str, int], ...] = ()  # LINE_CROSSING: ("<class>:IN", n), ...

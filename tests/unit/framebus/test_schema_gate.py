@@ -26,14 +26,15 @@ from tests.unit.framebus.avro_compat import compatibility_problems
 
 REPO = Path(__file__).resolve().parents[3]
 THIS_FILE = Path(__file__).resolve().relative_to(REPO).as_posix()
-RECORDS = ("frame", "detections", "alert")
+RECORDS = ("frame", "detections", "alert", "tracks")
 # The wire fingerprint of each released version, oldest first. Records of a released version sit on
 # the topics: if its file changed, readers would no longer know their fingerprint. Releasing a
 # version adds its fingerprint here (the failing test below prints the line).
 RELEASED_FINGERPRINTS = {
     "frame": ["b160929e0b2a02c6"],
     "detections": ["beaa09e0af738069"],
-    "alert": ["e7724fcf8e4adbbd"],
+    "alert": ["e7724fcf8e4adbbd", "c59dfe9547cdb006"],
+    "tracks": ["c8e3aa6b2206ad27"],
 }
 HOW = "How to change a schema: docs/architecture.md, section 'Schema evolution'."
 

@@ -84,6 +84,9 @@ def alert_json(alert: Alert) -> str:
     """One alert as a single JSON line (what `framebus alerts` prints)."""
     record = dataclasses.asdict(alert)
     record["anchor"] = alert.anchor.value
+    record["rule_type"] = alert.rule_type.value
+    record["direction"] = alert.direction.value
+    record["counts"] = dict(alert.counts)
     return json.dumps(record, separators=(",", ":"))
 
 
