@@ -111,12 +111,16 @@ class Rendered:
         assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
         return found[0]
 
-    def deployments(self, component: str) -> list[dict[str, Any]]:
+    def of_component(self, kind: str, component: str) -> list[dict[str, Any]]:
+        """The rendered objects of one kind whose component label is `component`."""
         return [
             d
-            for d in self.of_kind("Deployment")
+            for d in self.of_kind(kind)
             if d["metadata"]["labels"]["app.kubernetes.io/component"] == component
         ]
+
+    def deployments(self, component: str) -> list[dict[str, Any]]:
+        return self.of_component("Deployment", component)
 
     def pod_specs(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(component, pod spec) of every workload: Deployments and Jobs."""
@@ -129,6 +133,19 @@ class Rendered:
 def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A container's env entries by name."""
     return {e["name"]: e for e in container.get("env", [])}
+
+
+def process_env(container: dict[str, Any]) -> dict[str, str]:
+    """A container's env as the process would see it (references replaced by stand-ins)."""
+    env = {}
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = str(entry["value"])
+        elif "secretKeyRef" in entry.get("valueFrom", {}):
+            env[entry["name"]] = "from-a-secret"
+        else:
+            env[entry["name"]] = "pod-0"
+    return env
 
 
 def containers_of(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.helmutil import REPO
+from tests.deploy.helmutil import REPO, Rendered
 
 pytestmark = pytest.mark.deploy
 
@@ -82,7 +82,7 @@ def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
 ) -> None:
     services = compose["services"]
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
-    for name in ("decoder", "inferencer", "inferencer-cpu"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
         deps = services[name]["depends_on"]
         assert deps["topics"]["condition"] == "service_completed_successfully", name
         assert "healthcheck" in services[name], name
@@ -114,7 +114,7 @@ def test_tracing_when_stack_runs_then_services_export_to_collector_and_collector
     services = compose["services"]
     assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
-    for name in ("decoder", "inferencer", "inferencer-cpu"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
         assert env["OTEL_SERVICE_NAME"].startswith("framebus-")
@@ -141,3 +141,43 @@ def test_decoder_when_started_then_its_camera_file_lists_the_sample_camera(
     cameras = yaml.safe_load(compose["configs"][config["source"]]["content"])["cameras"]
     assert {c["url"] for c in cameras} == {"rtsp://rtsp-camera:8554/sample"}
     assert len({c["id"] for c in cameras}) == len(cameras)
+
+
+def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    tracker = services["tracker"]
+    assert tracker["entrypoint"] == ["python", "-m", "framebus_tracker"]
+    assert tracker["image"] == services["decoder"]["image"]  # the CPU services' image
+    assert "profiles" not in tracker  # tracks whichever inferencer profile runs
+    assert "deploy" not in tracker  # no GPU reservation
+    assert tracker["read_only"] is True
+    deps = tracker["depends_on"]
+    assert deps["tracker-topics"]["condition"] == "service_completed_successfully"
+    env = tracker["environment"]
+    assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
+    assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
+    assert tracker["ports"] == ["127.0.0.1:8083:8080"]
+
+
+def test_tracker_topics_when_created_then_changelog_has_the_detections_partition_count(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    topics_cmd = services["topics"]["command"]
+    detections = topics_cmd[topics_cmd.index("--detections-partitions") + 1]
+    step = services["tracker-topics"]
+    assert step["entrypoint"][:2] == ["python", "-c"]
+    assert "changelog_spec(s.tracker_changelog_topic" in step["entrypoint"][2]  # compacted
+    partitions, _replication = step["command"]
+    assert partitions == detections
+
+
+def test_tracker_topics_when_compose_and_chart_then_they_run_the_same_step(
+    compose: dict[str, Any], rendered: dict[str, Rendered]
+) -> None:
+    """The chart's step is executed by test_tracker.py; compose's must be the same code."""
+    (job,) = rendered["default"].of_kind("Job")
+    (chart_step,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert compose["services"]["tracker-topics"]["entrypoint"] == chart_step["command"]

@@ -42,6 +42,11 @@ def _uses_gpu(pod_spec: dict[str, Any]) -> bool:
     )
 
 
+def _scaled_object(result: Rendered, component: str) -> dict[str, Any]:
+    (scaled,) = result.of_component("ScaledObject", component)
+    return scaled
+
+
 def _gpu_tolerations(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in pod_spec.get("tolerations", []) if t.get("key") == GPU]
 
@@ -66,7 +71,7 @@ def test_gpu_when_enabled_then_only_the_inferencer_requests_and_tolerates_it(
             assert not _gpu_tolerations(pod_spec), component
             assert "runtimeClassName" not in pod_spec, component
             assert not any("nvidia" in k for k in pod_spec.get("nodeSelector", {})), component
-    assert {"inferencer", "decoder", "topics"} <= seen
+    assert {"inferencer", "decoder", "topics", "tracker"} <= seen
 
 
 def test_gpu_pool_values_when_rendered_then_inferencer_gets_runtime_class_and_node_selector(
@@ -98,11 +103,11 @@ def test_cpu_values_when_rendered_then_nothing_asks_for_a_gpu(
 # --- probes, ports, telemetry --------------------------------------------------------------
 
 
-def test_probes_when_any_values_then_both_services_probe_healthz_and_readyz_on_the_http_port(
+def test_probes_when_any_values_then_every_service_probes_healthz_and_readyz_on_the_http_port(
     rendered: dict[str, Rendered], values_name: str
 ) -> None:
     result = rendered[values_name]
-    for component in ("decoder", "inferencer"):
+    for component in ("decoder", "inferencer", "tracker"):
         deployments = result.deployments(component)
         assert deployments, component
         for deployment in deployments:
@@ -134,6 +139,7 @@ def test_otel_when_enabled_then_standard_sdk_variables_are_set(
     for component, service in (
         ("decoder", "framebus-decoder"),
         ("inferencer", "framebus-inferencer"),
+        ("tracker", "framebus-tracker"),
     ):
         for deployment in result.deployments(component):
             env = env_of(_only_container(deployment["spec"]["template"]["spec"]))
@@ -185,7 +191,7 @@ def test_pdb_when_enabled_then_each_component_has_one_selecting_its_pods(
         p["metadata"]["labels"]["app.kubernetes.io/component"]: p
         for p in result.of_kind("PodDisruptionBudget")
     }
-    assert set(pdbs) == {"decoder", "inferencer"}
+    assert set(pdbs) == {"decoder", "inferencer", "tracker"}
     for component, pdb in pdbs.items():
         selector = pdb["spec"]["selector"]["matchLabels"]
         for deployment in result.deployments(component):
@@ -262,7 +268,7 @@ def test_keda_when_enabled_then_scaled_object_targets_the_inferencer_group_and_t
     result = rendered["gpu-keda"]
     deployment = _inferencer(result)
     env = env_of(_only_container(deployment["spec"]["template"]["spec"]))
-    (scaled,) = result.of_kind("ScaledObject")
+    scaled = _scaled_object(result, "inferencer")
     spec = scaled["spec"]
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
     assert spec["scaleTargetRef"] == {
@@ -290,9 +296,12 @@ def test_keda_when_sasl_then_trigger_authentication_references_the_same_secrets(
     rendered: dict[str, Rendered],
 ) -> None:
     result = rendered["gpu-keda"]
-    (scaled,) = result.of_kind("ScaledObject")
+    scaled_objects = result.of_kind("ScaledObject")
+    assert len(scaled_objects) == 2  # the inferencer's and the tracker's share one
     (auth,) = result.of_kind("TriggerAuthentication")
-    assert scaled["spec"]["triggers"][0]["authenticationRef"]["name"] == auth["metadata"]["name"]
+    for scaled in scaled_objects:
+        trigger = scaled["spec"]["triggers"][0]
+        assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
     refs = {r["parameter"]: (r["name"], r["key"]) for r in auth["spec"]["secretTargetRef"]}
     assert refs == {
         "username": ("framebus-kafka-credentials", "username"),
@@ -305,11 +314,14 @@ def test_keda_when_max_replicas_within_partitions_then_rendered(
     rendered: dict[str, Rendered], values_name: str
 ) -> None:
     result = rendered[values_name]
+    # Each component's topic: frames for the inferencer, detections for the tracker.
+    flag = {"inferencer": "--frames-partitions", "tracker": "--detections-partitions"}
     for scaled in result.of_kind("ScaledObject"):
+        component = scaled["metadata"]["labels"]["app.kubernetes.io/component"]
         (job,) = result.of_kind("Job")
         args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-        partitions = int(args[args.index("--frames-partitions") + 1])
-        assert scaled["spec"]["maxReplicaCount"] <= partitions
+        partitions = int(args[args.index(flag[component]) + 1])
+        assert scaled["spec"]["maxReplicaCount"] <= partitions, component
 
 
 @pytest.mark.parametrize(
@@ -352,8 +364,7 @@ def test_keda_when_max_replicas_equals_partitions_then_render_succeeds(
         "kafka": {"partitions": {"frames": 6}},
     }
     result = helm.render([write_values(tmp_path, values)])
-    (scaled,) = result.of_kind("ScaledObject")
-    assert scaled["spec"]["maxReplicaCount"] == 6
+    assert _scaled_object(result, "inferencer")["spec"]["maxReplicaCount"] == 6
     assert not result.of_kind("TriggerAuthentication")  # plaintext: nothing to authenticate
 
 
@@ -368,7 +379,7 @@ def test_service_monitor_when_enabled_then_it_selects_each_service_by_its_http_p
         s["metadata"]["labels"]["app.kubernetes.io/component"]: s for s in result.of_kind("Service")
     }
     monitors = result.of_kind("ServiceMonitor")
-    assert len(monitors) == 2
+    assert len(monitors) == 3
     for monitor in monitors:
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"

@@ -94,6 +94,12 @@ def test_crd_schema_when_keda_metadata_value_is_a_number_then_it_is_rejected() -
         ("keda.maxReplicaCount=0", "/keda/maxReplicaCount"),
         ("podSecurityContext.runAsNonRoot=false", "/podSecurityContext/runAsNonRoot"),
         ("inferencer.maxBatchSize=8", "/inferencer"),  # a misspelt key is not silently ignored
+        ("tracker.minHits=0", "/tracker/minHits"),
+        ("tracker.minMatchIou=1.5", "/tracker/minMatchIou"),
+        ("tracker.maxLostS=0", "/tracker/maxLostS"),
+        ("tracker.keda.maxReplicaCount=0", "/tracker/keda/maxReplicaCount"),
+        ("kafka.topics.tracks=bad topic", "/kafka/topics/tracks"),
+        ("tracker.gpu.enabled=true", "/tracker"),  # the tracker has no GPU settings
     ],
 )
 def test_schema_when_value_is_wrong_then_helm_rejects_it_naming_the_key(

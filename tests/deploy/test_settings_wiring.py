@@ -18,13 +18,15 @@ from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
-from tests.deploy.helmutil import REPO, Rendered, containers_of
+from framebus_tracker.settings import TrackerSettings
+from tests.deploy.helmutil import REPO, Rendered, containers_of, process_env
 
 pytestmark = pytest.mark.deploy
 
 SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "decoder": (DecoderSettings,),
     "inferencer": (InferencerSettings,),
+    "tracker": (TrackerSettings,),
     "topics": (KafkaSettings, TopicSettings),
 }
 
@@ -33,19 +35,6 @@ def _known_names(classes: tuple[type[Any], ...]) -> set[str]:
     names = {row[0] for cls in classes for row in cfg.reference_rows(cls)}
     # Secrets may also come from a file named by <NAME>_FILE.
     return names | {f"{n}_FILE" for n in names}
-
-
-def _env_values(container: dict[str, Any]) -> dict[str, str]:
-    """The container's env as the process would see it (references replaced by stand-ins)."""
-    env = {}
-    for entry in container.get("env", []):
-        if "value" in entry:
-            env[entry["name"]] = str(entry["value"])
-        elif "secretKeyRef" in entry.get("valueFrom", {}):
-            env[entry["name"]] = "from-a-secret"
-        else:
-            env[entry["name"]] = "pod-0"
-    return env
 
 
 def _check(command: str, env: dict[str, str], where: str) -> None:
@@ -60,11 +49,17 @@ def _check(command: str, env: dict[str, str], where: str) -> None:
 ENTRY_POINTS = {
     ("python", "-m", "framebus_decoder"): "decoder",
     ("python", "-m", "framebus_inferencer"): "inferencer",
+    ("python", "-m", "framebus_tracker"): "tracker",
 }
+# Inline `python -c` steps, by container (chart) or service (compose) name: the tracker's topic
+# step loads TrackerSettings.
+SCRIPT_STEPS = {"tracker-topics": "tracker"}
 
 
-def _command_of(argv: list[str]) -> str:
+def _command_of(argv: list[str], name: str = "") -> str:
     """Which settings the process reads, from the command line a manifest gives it."""
+    if tuple(argv[:2]) == ("python", "-c"):
+        return SCRIPT_STEPS[name]
     for prefix, command in ENTRY_POINTS.items():
         if tuple(argv[: len(prefix)]) == prefix:
             return command
@@ -79,8 +74,9 @@ def test_chart_when_rendered_then_every_framebus_variable_is_a_real_setting(
         for container in containers_of(pod_spec):
             if container["name"] == "fetch-model":
                 continue
-            command = _command_of([*container.get("command", []), *container.get("args", [])])
-            _check(command, _env_values(container), f"{values_name}/{component}")
+            argv = [*container.get("command", []), *container.get("args", [])]
+            command = _command_of(argv, container["name"])
+            _check(command, process_env(container), f"{values_name}/{component}")
 
 
 def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() -> None:
@@ -91,9 +87,9 @@ def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() ->
             continue
         env = {k: str(v) for k, v in service.get("environment", {}).items()}
         argv = [*service.get("entrypoint", []), *service.get("command", [])]
-        _check(_command_of(argv), env, f"compose {name}")
+        _check(_command_of(argv, name), env, f"compose {name}")
         checked += 1
-    assert checked == 4
+    assert checked == 6
 
 
 def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:

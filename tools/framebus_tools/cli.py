@@ -18,12 +18,15 @@ from framebus.logs import configure_logging
 if TYPE_CHECKING:
     from framebus_tools.localkafka import LocalCluster
 
-# The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`); the
-# CLI hands them their arguments, so both ways of starting a service run the same code.
+# The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
+# `..._tracker`); the CLI hands them their arguments, so both ways of starting a service run the
+# same code.
 SERVICES = {
     "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
     "inferencer": "batch frames through the model and publish detections "
     "(python -m framebus_inferencer)",
+    "track": "give every detection a stable track id and publish tracks "
+    "(python -m framebus_tracker)",
 }
 
 
@@ -117,12 +120,16 @@ def _topics_command(args: argparse.Namespace) -> int:
 
 
 def _service_main(name: str, argv: Sequence[str]) -> int:
-    """`framebus decoder|inferencer ...`: the service's own entry point, so one code path."""
+    """`framebus decoder|inferencer|track ...`: the service's own entry point, so one code path."""
     prog = f"framebus {name}"
     if name == "decoder":
         from framebus_decoder.__main__ import main as decoder_main
 
         return decoder_main(argv, prog)
+    if name == "track":
+        from framebus_tracker.__main__ import main as tracker_main
+
+        return tracker_main(argv, prog)
     from framebus_inferencer.__main__ import main as inferencer_main
 
     return inferencer_main(argv, prog)
@@ -255,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics.set_defaults(func=_topics_command)
 
     # Listed for `framebus --help` only: `main` hands their arguments to the service's own entry
-    # point (`python -m framebus_decoder|framebus_inferencer`), which parses its flags.
+    # point (`python -m framebus_decoder|framebus_inferencer|framebus_tracker`), which parses its
+    # flags.
     for name, help_text in SERVICES.items():
         sub.add_parser(name, help=help_text, add_help=False)
 

@@ -26,10 +26,12 @@ def configuration_reference() -> str:
     from framebus_tools.perf.loadtest import LoadtestSettings
     from framebus_tools.perf.tune import TuneSettings
     from framebus_tools.render.service import RenderSettings
+    from framebus_tracker.settings import TrackerSettings
 
     service_only = {
         "decoder": DecoderSettings,
         "inferencer": InferencerSettings,
+        "track": TrackerSettings,
         "demo": DemoSettings,
         "alerts": AlertsSettings,
         "render": RenderSettings,

@@ -253,3 +253,18 @@ startupProbe:
 {{- define "framebus.engineCacheClaim" -}}
 {{- default (include "framebus.componentName" (list . "trt-cache")) .Values.inferencer.engineCache.pvc.existingClaim }}
 {{- end }}
+
+{{/* The tracker's image: tracker.image, each empty field taken from decoder.image (the image of the CPU services). Returned as YAML. */}}
+{{- define "framebus.trackerImage" -}}
+{{- $t := .Values.tracker.image }}
+{{- $d := .Values.decoder.image }}
+{{- toYaml (dict "repository" ($t.repository | default $d.repository) "tag" ($t.tag | default $d.tag) "pullPolicy" ($t.pullPolicy | default $d.pullPolicy)) }}
+{{- end }}
+
+{{/* Names of the tracker's own topics, for the tracker and the topic Job's tracker step. */}}
+{{- define "framebus.trackerTopicsEnv" -}}
+- name: FRAMEBUS_TRACKS_TOPIC
+  value: {{ .Values.kafka.topics.tracks | quote }}
+- name: FRAMEBUS_TRACKER_CHANGELOG_TOPIC
+  value: {{ .Values.kafka.topics.trackerChangelog | quote }}
+{{- end }}

@@ -143,6 +143,27 @@ class Tracks:
     detections_offset: int = -1
 
 
+def tracks_of(det: Detections, objects: tuple[TrackedObject, ...], **more: int) -> Tracks:
+    """The tracks record of a detections record: its identity and timings, with `objects`.
+
+    `more`: the tracker's own fields (missing_before, tracked_at_us, detections_partition/offset).
+    """
+    return Tracks(
+        camera_id=det.camera_id,
+        seq=det.seq,
+        capture_ts_us=det.capture_ts_us,
+        status=det.status,
+        objects=objects,
+        reason=det.reason,
+        model_name=det.model_name,
+        model_version=det.model_version,
+        orig_width=det.orig_width,
+        orig_height=det.orig_height,
+        e2e_latency_ms=det.e2e_latency_ms,
+        **more,
+    )
+
+
 @dataclass(frozen=True)
 class Alert:
     """An alert rule fired on a camera (`schemas/alert.avsc`)."""

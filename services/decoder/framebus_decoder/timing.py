@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 
 
@@ -37,22 +38,38 @@ class Backoff:
 class RealtimePacer:
     """How long to wait before handing out a frame so a file plays at its own speed."""
 
-    def __init__(self, max_wait_s: float = 1.0) -> None:
+    def __init__(self, max_wait_s: float = 1.0, epoch_s: Callable[[], float] = time.time) -> None:
         self._origin: tuple[float, float] | None = None  # (pts_s, wall_s) of the first frame
+        self._epoch_origin = 0.0  # the same moment on the UTC clock
         self._max_wait = max_wait_s
+        self._epoch_s = epoch_s
 
     def wait_s(self, pts_s: float, now_s: float) -> float:
         """Seconds until the frame at `pts_s` is due (0 when late); resyncs after a jump."""
         if self._origin is None:
-            self._origin = (pts_s, now_s)
+            self._restart(pts_s, now_s)
             return 0.0
         pts0, wall0 = self._origin
         wait = (pts_s - pts0) - (now_s - wall0)
         if wait > self._max_wait or wait < -self._max_wait:
             # A gap or a jump in the timestamps, or we fell far behind: restart the clock here.
-            self._origin = (pts_s, now_s)
+            self._restart(pts_s, now_s)
             return 0.0
         return max(0.0, wait)
+
+    def scheduled_us(self, pts_s: float) -> int:
+        """The UTC time (µs) the frame at `pts_s` is due: a played file's capture time.
+
+        It follows the file's own timeline, so sampled frames are exactly 1/fps apart, as a
+        camera's would be, instead of carrying the jitter of when the thread woke up.
+        """
+        if self._origin is None:
+            return time.time_ns() // 1000
+        return round((self._epoch_origin + pts_s - self._origin[0]) * 1_000_000)
+
+    def _restart(self, pts_s: float, now_s: float) -> None:
+        self._origin = (pts_s, now_s)
+        self._epoch_origin = self._epoch_s()
 
 
 class StallWatch:

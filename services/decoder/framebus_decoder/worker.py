@@ -158,13 +158,17 @@ class CameraWorker:
                 if not sampler.accept(pts_s):
                     self._stats.incr(cam.id, "sampled_out")
                     continue
-                if self._hand_over(frame, pts_s):
+                capture_us = None if pacer is None else pacer.scheduled_us(pts_s)
+                if self._hand_over(frame, pts_s, capture_us):
                     watch.progress(time.monotonic())  # time held back is backpressure
             return offset + source.duration_s
 
-    def _hand_over(self, frame: object, pts_s: float) -> bool:
-        """Letterbox into a free buffer and queue it; True when it waited on backpressure."""
-        capture_ts_us = time.time_ns() // 1000
+    def _hand_over(self, frame: object, pts_s: float, capture_us: int | None = None) -> bool:
+        """Letterbox into a free buffer and queue it; True when it waited on backpressure.
+
+        The capture time is `capture_us` (a paced file's schedule) or the time of the hand-over.
+        """
+        capture_ts_us = time.time_ns() // 1000 if capture_us is None else capture_us
         buffer = self._pool.get()
         lb = letterbox_frame(frame, buffer)
         orig = (frame.width, frame.height)  # type: ignore[attr-defined]

@@ -75,8 +75,8 @@ def test_processor_when_alert_fires_then_span_continues_frame_trace_and_goes_int
     )
     traceparent = f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"
 
-    assert processor.handle(detections_message(0, traceparent)) == []
-    [(alert, headers)] = processor.handle(detections_message(1, traceparent))
+    assert processor.handle(detections_message(0, traceparent)) == ("cam-1", [])
+    _camera, [(alert, headers)] = processor.handle(detections_message(1, traceparent))
 
     [span] = exporter.get_finished_spans()
     assert format(span.context.trace_id, "032x") == TRACE_ID
@@ -92,7 +92,7 @@ def test_processor_when_no_traceparent_then_alert_starts_its_own_trace() -> None
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     processor = AlertProcessor([Rule(name="r", zone=ZONE)], provider.get_tracer("test"))
-    [(_alert, headers)] = processor.handle(detections_message(0))
+    _camera, [(_alert, headers)] = processor.handle(detections_message(0))
     [span] = exporter.get_finished_spans()
     assert span.parent is None
     assert TRACE_ID not in dict(headers)["traceparent"].decode()
@@ -106,7 +106,7 @@ def test_processor_when_message_not_detections_then_codec_error() -> None:
 
 def test_alert_codec_when_round_trip_then_equal_and_json_line_readable() -> None:
     processor = AlertProcessor([Rule(name="r", zone=ZONE)])
-    [(alert, _)] = processor.handle(detections_message(3))
+    _camera, [(alert, _)] = processor.handle(detections_message(3))
     codec = AlertCodec()
     assert codec.decode(codec.encode(alert)) == alert
     printed = json.loads(alert_json(alert))
@@ -122,3 +122,15 @@ def test_alerts_settings_when_from_env_then_topic_and_rules_set_and_validated(
     assert loaded.alerts_topic == "site.alerts" and str(loaded.rules) == "r.yaml"
     with pytest.raises(ConfigError, match="FRAMEBUS_ALERTS_PARTITIONS"):
         load(AlertsSettings, {"FRAMEBUS_ALERTS_PARTITIONS": "0"})
+
+
+def test_processor_when_processed_then_camera_is_the_state_key_and_alerts_are_encoded() -> None:
+    processor = AlertProcessor([Rule(name="r", zone=ZONE)], alerts_topic="alerts")
+    done = processor.process(detections_message(0))
+    assert done.key == "cam-1"
+    [out] = done.outputs
+    assert (out.topic, out.key) == ("alerts", "cam-1")
+    assert AlertCodec().decode(out.value).rule == "r"
+    restored = AlertProcessor([Rule(name="r", zone=ZONE)])
+    restored.restore("cam-1", json.loads(json.dumps(processor.snapshot("cam-1"))))
+    assert restored.process(detections_message(0)).outputs == []  # a replay: already seen

@@ -1,10 +1,14 @@
+import json
 from pathlib import Path
 
 import pytest
 
 from framebus.errors import ConfigError
-from framebus.messages import Box, Detections, FrameStatus, ZoneAnchor
+from framebus.messages import Box, Detections, FrameStatus, RuleType, ZoneAnchor
+from framebus_tools.alerts.engine import AlertEngine, tracks_from_detections
+from framebus_tools.alerts.objects import DwellRule, LineCrossingRule, ZoneRule
 from framebus_tools.alerts.rules import (
+    OccupancyRule,
     Rule,
     RuleEngine,
     anchor_point,
@@ -173,26 +177,159 @@ def test_engine_when_rule_names_camera_then_other_cameras_ignored_and_streaks_se
     assert got == [("r", "cam-1", 1), ("all", "cam-1", 2), ("all", "cam-2", 2)]
 
 
-def test_parse_rules_when_yaml_example_then_loads_every_field() -> None:
+def test_engine_when_streak_snapshotted_then_restart_carries_it_on() -> None:
+    engine = AlertEngine([rule()])
+    for d in (det(0, IN), det(1, IN)):
+        engine.observe(tracks_from_detections(d))
+    saved = json.loads(json.dumps(engine.snapshot("cam-1")))
+    assert saved["rules"]["r"]["state"] == {"count": 2, "fired": False}
+    restarted = AlertEngine([rule()])
+    restarted.restore("cam-1", saved)
+    assert restarted.observe(tracks_from_detections(det(1, IN))) == []  # replay after restart
+    [alert] = restarted.observe(tracks_from_detections(det(2, IN)))
+    assert (alert.seq, alert.consecutive_frames, alert.rule_type) == (2, 3, RuleType.FRAME_STREAK)
+
+
+OLD_RULES_YAML = """
+rules:
+  - name: square-in-right-third
+    camera: "*"
+    classes: [square]
+    zone: [[1280, 0], [1920, 0], [1920, 1080], [1280, 1080]]
+    min_score: 0.5
+    min_consecutive: 3
+"""
+
+
+def test_parse_rules_when_rules_file_predates_types_then_frame_streak(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(OLD_RULES_YAML, encoding="utf-8")
+    [only] = load_rules(path)
+    assert only == Rule(
+        name="square-in-right-third",
+        zone=((1280, 0), (1920, 0), (1920, 1080), (1280, 1080)),
+        classes=frozenset({"square"}),
+        min_consecutive=3,
+    )
+
+
+def test_parse_rules_when_yaml_example_then_one_rule_of_each_type_with_its_settings() -> None:
     rules = load_rules(Path(__file__).parents[3] / "examples" / "rules.yaml")
-    assert [r.name for r in rules] == ["square-in-right-third", "person-on-loading-bay"]
-    assert rules[1].camera == "demo-cam-0" and rules[1].min_consecutive == 5
-    assert rules[1].classes == frozenset({"person", "forklift"})
+    by_name = {r.name: r for r in rules}
+    assert [type(r).__name__ for r in rules] == [
+        "Rule",
+        "Rule",
+        "ZoneRule",
+        "ZoneRule",
+        "DwellRule",
+        "LineCrossingRule",
+        "OccupancyRule",
+    ]
+    streak = by_name["person-on-loading-bay"]
+    assert isinstance(streak, Rule) and streak.camera == "demo-cam-0"
+    assert streak.min_consecutive == 5 and streak.classes == frozenset({"person", "forklift"})
+    exit_rule = by_name["person-leaves-loading-bay"]
+    assert isinstance(exit_rule, ZoneRule) and exit_rule.event is RuleType.ZONE_EXIT
+    dwell = by_name["loiter-at-door"]
+    assert isinstance(dwell, DwellRule) and (dwell.seconds, dwell.inertia) == (10.0, 3)
+    counter = by_name["door-counter"]
+    assert isinstance(counter, LineCrossingRule) and counter.line == ((600, 700), (1300, 700))
+    crowd = by_name["crowd-on-loading-bay"]
+    assert isinstance(crowd, OccupancyRule) and (crowd.min_objects, crowd.rearm_at) == (4, 2)
+
+
+def test_parse_rules_when_object_rule_keys_omitted_then_documented_defaults() -> None:
+    zone = [[0, 0], [10, 0], [10, 10]]
+    doc = {
+        "rules": [
+            {"name": "e", "type": "zone_enter", "zone": zone},
+            {"name": "l", "type": "line_crossing", "line": [[0, 0], [10, 0]]},
+            {"name": "o", "type": "occupancy", "zone": zone, "min_objects": 1},
+        ]
+    }
+    enter, crossing, crowd = parse_rules(doc)
+    assert isinstance(enter, ZoneRule) and (enter.inertia, enter.cooldown_s) == (2, 0.0)
+    assert enter.event is RuleType.ZONE_ENTER and enter.anchor is ZoneAnchor.BOTTOM_CENTER
+    assert enter.camera == "*" and enter.classes == frozenset() and enter.min_score == 0.5
+    assert isinstance(crossing, LineCrossingRule) and crossing.cooldown_s == 0.0
+    assert isinstance(crowd, OccupancyRule) and (crowd.hysteresis, crowd.rearm_at) == (1, 0)
+
+
+SQ = [[0, 0], [1, 0], [1, 1]]
 
 
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
         ({}, "non-empty `rules:` list"),
-        ({"rules": [{"name": "a"}]}, "needs at least `name` and `zone`"),
+        ({"rules": [{"zone": SQ}]}, r"rule #1: needs a `name`"),
+        ({"rules": [{"name": "a"}]}, r"'a' \(frame_streak\): needs `zone`"),
         ({"rules": [{"name": "a", "zone": [[0, 0], [1, 1]]}]}, "at least 3 points"),
-        ({"rules": [{"name": "a", "zone": [[0, 0], [1, 0], [1, 1]], "colour": 1}]}, "unknown"),
-        ({"rules": [{"name": "a", "zone": [[0, 0], [1, 0], [1, 1]], "anchor": "top"}]}, "anchor"),
-        ({"rules": [{"name": "a", "zone": [[0, 0], [1, 0], [1, 1]], "min_score": 2}]}, "min_score"),
+        ({"rules": [{"name": "a", "zone": SQ, "colour": 1}]}, "unknown keys"),
+        ({"rules": [{"name": "a", "zone": SQ, "anchor": "top"}]}, "`anchor` must be bottom_center"),
+        ({"rules": [{"name": "a", "zone": SQ, "min_score": 2}]}, "min_score"),
+        ({"rules": [{"name": "a", "zone": SQ}] * 2}, "unique; repeated: a"),
+        ({"rules": [{"name": "a", "type": "tripwire"}]}, "unknown type 'tripwire'; one of: frame"),
+        ({"rules": [{"name": "a", "type": "zone_exit"}]}, "needs `zone`"),
+        ({"rules": [{"name": "a", "type": "dwell", "zone": SQ}]}, "needs `seconds`"),
+        ({"rules": [{"name": "a", "type": "dwell"}]}, "needs `zone` and `seconds`"),
+        ({"rules": [{"name": "a", "type": "line_crossing"}]}, "needs `line`"),
+        ({"rules": [{"name": "a", "type": "occupancy", "zone": SQ}]}, "needs `min_objects`"),
         (
-            {"rules": [{"name": "a", "zone": [[0, 0], [1, 0], [1, 1]]}] * 2},
-            "unique; repeated: a",
+            {"rules": [{"name": "a", "type": "line_crossing", "line": SQ}]},
+            "`line` must be a list of 2",
         ),
+        (
+            {"rules": [{"name": "a", "type": "line_crossing", "line": [[0, 0], [0, 0]]}]},
+            "two different",
+        ),
+        (
+            {
+                "rules": [
+                    {"name": "a", "type": "line_crossing", "line": [[0, 0], [1, 1]], "zone": SQ}
+                ]
+            },
+            r"unknown keys \['zone'\]",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "dwell", "zone": SQ, "seconds": 0}]},
+            "seconds must be > 0",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "dwell", "zone": SQ, "seconds": "long"}]},
+            "`seconds` must be a number, got 'long'",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "zone_enter", "zone": SQ, "inertia": 0}]},
+            "inertia must be >= 1",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "zone_enter", "zone": SQ, "inertia": 1.5}]},
+            "`inertia` must be a whole number",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "zone_enter", "zone": SQ, "cooldown_s": -1}]},
+            "cooldown_s must be >= 0",
+        ),
+        (
+            {"rules": [{"name": "a", "type": "occupancy", "zone": SQ, "min_objects": 0}]},
+            "min_objects must be >= 1",
+        ),
+        (
+            {
+                "rules": [
+                    {
+                        "name": "a",
+                        "type": "occupancy",
+                        "zone": SQ,
+                        "min_objects": 2,
+                        "hysteresis": -1,
+                    }
+                ]
+            },
+            "hysteresis must be >= 0",
+        ),
+        ({"rules": [{"name": "a", "zone": "everywhere"}]}, "`zone` must be a list of"),
     ],
 )
 def test_parse_rules_when_invalid_then_config_error_says_what_is_wrong(

@@ -12,6 +12,7 @@ from framebus_tools.render.draw import (
     line_thickness,
     original_frame,
     sheet_cell_origin,
+    short_track_label,
 )
 
 
@@ -95,6 +96,36 @@ def test_draw_detections_when_box_drawn_then_outline_lies_on_the_record_box() ->
     # The line is centred on the box edge, so it reaches t/2 beyond it on each side.
     assert abs(x1 - 200) <= t and abs(y1 - 100) <= t
     assert abs(x2 - 500) <= t and abs(y2 - 300) <= t
+
+
+def label_width(image: np.ndarray, colour: tuple[int, int, int]) -> int:
+    dark = np.array([c // 2 for c in colour], np.uint8)
+    xs = np.nonzero(np.all(image == dark, axis=-1))[1]
+    assert xs.size, "no label background drawn"
+    return int(xs.max() - xs.min() + 1)
+
+
+def test_draw_detections_when_track_labels_given_then_label_longer_and_outline_unchanged() -> None:
+    boxes = (
+        Box(200.0, 100.0, 500.0, 300.0, 0, "square", 0.93),
+        Box(600.0, 200.0, 700.0, 400.0, 1, "other", 0.8),
+    )
+    frame = letterboxed(scene())
+    base = original_frame(frame)
+    plain = draw_detections(base, frame, detections(*boxes))
+    labelled = draw_detections(
+        base, frame, detections(*boxes), [short_track_label("cam-1/3/17"), None]
+    )
+    assert label_width(labelled, class_colour(0)) > label_width(plain, class_colour(0))
+    assert label_width(labelled, class_colour(1)) == label_width(plain, class_colour(1))
+    assert colour_bbox(labelled, class_colour(0)) == colour_bbox(plain, class_colour(0))
+    with pytest.raises(ValueError, match="1 box labels for 2 boxes"):
+        draw_detections(base, frame, detections(*boxes), ["#1"])
+
+
+def test_short_track_label_when_tracker_id_then_counter_only() -> None:
+    assert short_track_label("cam-1/3/17") == "#17"
+    assert short_track_label("7") == "#7"
 
 
 def test_draw_detections_when_frame_not_looked_at_then_no_boxes_and_banner_says_so() -> None:

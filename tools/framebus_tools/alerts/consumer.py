@@ -1,47 +1,64 @@
-"""`framebus alerts`: read the detections topic in an own consumer group, publish and print alerts.
+"""`framebus alerts`: evaluate alert rules on the tracks (or detections) topic, publish alerts.
 
-The decisions live in `framebus_tools.alerts.rules`; this module does the Kafka I/O, tracing and metrics.
-Each alert continues the trace of the frame that triggered it: the W3C `traceparent` of the
-detections record is the parent of the alert's span, whose context goes into the alert's headers.
-An offset is stored only after the alerts it produced are delivered. The streaks live in memory:
-after a restart they start again from the committed offset (an object already in a zone needs
-`min_consecutive` more frames to fire again).
+The decisions live in `framebus_tools.alerts.engine` (pure); this module decodes, traces and counts,
+and `framebus.kafka.stateful` runs the exactly-once loop: per batch, the alerts, every touched
+camera's rule state (to a compacted changelog topic) and the consumer offsets are committed in one
+transaction. A restart or a rebalance restores the states before any record is processed, so no
+alert is lost or repeated and streaks, dwell times and line counts carry on.
+
+Each alert continues the trace of the frame that triggered it: the W3C `traceparent` of the input
+record is the parent of the alert's span, whose context goes into the alert's headers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import enum
 import json
 import logging
 import os
+import socket
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
 
-from framebus.codec import AlertCodec, DetectionsCodec
-from framebus.errors import CodecError, ConfigError, DeliveryError
-from framebus.kafka.consumer import Consumer
-from framebus.kafka.deadletter import dead_letter_headers
-from framebus.kafka.producer import Producer
+from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
+from framebus.errors import ConfigError
+from framebus.kafka.changelog import changelog_spec, partition_count
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import DAY_MS, TopicSpec, ensure_topics
+from framebus.kafka.stateful import Output, Processed, StatefulConfig, StatefulRunner, StatefulStats
+from framebus.kafka.topics import (
+    DAY_MS,
+    TopicSpec,
+    broker_count,
+    ensure_topics,
+    replication_factor_for,
+)
 from framebus.messages import Alert
 from framebus.settings import check, setting
 from framebus.telemetry import tracing
-from framebus_tools.alerts.rules import EngineStats, Rule, RuleEngine, load_rules
+from framebus_tools.alerts.engine import AlertEngine, tracks_from_detections
+from framebus_tools.alerts.rules import EngineStats, load_rules, needs_tracks
 
 log = logging.getLogger(__name__)
 
 SERVICE = "alerts"
 Headers = list[tuple[str, bytes]]
+DEFAULT_TRACKS_TOPIC = "framebus.tracks"
+
+
+class AlertsSource(enum.Enum):
+    """Which topic the rules read; `auto`: tracks when any rule is an object rule."""
+
+    AUTO = "auto"
+    DETECTIONS = "detections"
+    TRACKS = "tracks"
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,12 @@ class AlertsSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
     rules: Path | None = setting(None, "YAML file of alert rules (see examples/rules.yaml).")
+    alerts_source: AlertsSource = setting(
+        AlertsSource.AUTO,
+        "Topic the rules read: tracks (needed by object rules), detections (frame rules only, "
+        "no tracker running), or auto.",
+    )
+    tracks_topic: str = setting(DEFAULT_TRACKS_TOPIC, "Topic of one tracks record per frame.")
     alerts_topic: str = setting("framebus.alerts", "Topic the alert records are published to.")
     alerts_partitions: int = setting(
         3, "Partitions of the alerts topic when `framebus alerts` creates it."
@@ -58,8 +81,15 @@ class AlertsSettings:
     alerts_group: str = setting(
         "framebus-alerts", "Consumer group of the alerts consumer (its own, apart from others)."
     )
+    alerts_changelog_topic: str = setting(
+        "framebus.alerts-changelog",
+        "Compacted topic of each camera's rule state, restored when a partition is assigned.",
+    )
+    transactional_id: str | None = setting(
+        None, "Kafka transactional.id of this instance; default: <alerts_group>-<hostname>."
+    )
     stop_after_idle_s: float = setting(
-        0.0, "Exit after this many seconds without detections (0 = run forever; demos and tests)."
+        0.0, "Exit after this many seconds without input (0 = run forever; demos and tests)."
     )
     http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
@@ -67,6 +97,7 @@ class AlertsSettings:
     def __post_init__(self) -> None:
         check(bool(self.alerts_topic.strip()), "alerts_topic", "must not be empty")
         check(self.alerts_partitions >= 1, "alerts_partitions", "must be >= 1")
+        check(bool(self.alerts_changelog_topic.strip()), "alerts_changelog_topic", "must be set")
         check(self.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
 
@@ -78,6 +109,7 @@ class AlertsStats:
     engine: EngineStats
     delivered: Counter[str] = field(default_factory=Counter)  # rule -> alerts delivered
     errors: Counter[str] = field(default_factory=Counter)  # kind -> count
+    loop: StatefulStats = field(default_factory=StatefulStats)
 
 
 def alert_json(alert: Alert) -> str:
@@ -90,125 +122,94 @@ def alert_json(alert: Alert) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
-class AlertProcessor:
-    """Turns one detections message into (alert, headers) pairs, each in a span of the frame's trace."""
+def print_alert(alert: Alert) -> None:
+    """The default alert sink: one JSON line on stdout."""
+    print(alert_json(alert), flush=True)
 
-    def __init__(self, rules: Sequence[Rule], tracer: trace.Tracer | None = None) -> None:
-        self.engine = RuleEngine(rules)
+
+class AlertProcessor:
+    """Evaluates the rules on one record per call; keeps the engine's state per camera."""
+
+    def __init__(
+        self,
+        rules: Sequence[Any],
+        tracer: trace.Tracer | None = None,
+        source: AlertsSource = AlertsSource.DETECTIONS,
+        alerts_topic: str = "framebus.alerts",
+    ) -> None:
+        self.engine = AlertEngine(rules)
+        self.source = source
+        self.alerts_topic = alerts_topic
         self._tracer = tracer or tracing.tracer("framebus.alerts")
         self._detections = DetectionsCodec()
+        self._tracks = TracksCodec()
+        self._alerts = AlertCodec()
 
-    def handle(self, msg: MessageProto) -> list[tuple[Alert, Headers]]:
-        """Evaluate the rules on one message; raise CodecError if it is not a detections record."""
-        det = self._detections.decode(msg.value() or b"")
-        alerts = self.engine.observe(det)
+    def handle(self, msg: MessageProto) -> tuple[str, list[tuple[Alert, Headers]]]:
+        """(camera, [(alert, headers)]) for one record; CodecError if it is not one of the source."""
+        value = msg.value() or b""
+        if self.source is AlertsSource.TRACKS:
+            frame = self._tracks.decode(value)
+        else:
+            frame = tracks_from_detections(self._detections.decode(value))
+        alerts = self.engine.observe(frame, _or(msg.partition(), -1), _or(msg.offset(), -1))
         if not alerts:
-            return []
+            return frame.camera_id, []
         parent = tracing.extract_context(msg.headers())
         out: list[tuple[Alert, Headers]] = []
         for alert in alerts:
-            located = dataclasses.replace(
-                alert,
-                detections_partition=_or(msg.partition(), -1),
-                detections_offset=_or(msg.offset(), -1),
-            )
             with self._tracer.start_as_current_span(
                 "framebus.alert",
                 context=parent,
                 kind=trace.SpanKind.PRODUCER,
                 attributes={
                     "framebus.rule": alert.rule,
+                    "framebus.rule_type": alert.rule_type.value,
                     "framebus.camera_id": alert.camera_id,
                     "framebus.seq": alert.seq,
-                    "framebus.consecutive_frames": alert.consecutive_frames,
+                    "framebus.track_id": alert.track_id,
                 },
             ):
-                out.append((located, tracing.inject_headers()))
-        return out
+                out.append((alert, tracing.inject_headers()))
+        return frame.camera_id, out
+
+    def process(self, msg: MessageProto) -> Processed:
+        """The stateful loop's entry: the camera whose state changed and the alert records."""
+        camera, alerts = self.handle(msg)
+        outputs = [
+            Output(self.alerts_topic, a.camera_id, self._alerts.encode(a), headers)
+            for a, headers in alerts
+        ]
+        return Processed(camera, outputs)
+
+    def snapshot(self, key: str) -> Mapping[str, Any]:
+        """The camera's rule state."""
+        return self.engine.snapshot(key)
+
+    def restore(self, key: str, state: Mapping[str, Any]) -> None:
+        """Take a camera's rule state from the changelog."""
+        self.engine.restore(key, state)
+
+    def forget(self, key: str) -> None:
+        """Drop a camera whose partition went elsewhere."""
+        self.engine.forget(key)
 
 
 def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def print_alert(alert: Alert) -> None:
-    """The default alert sink: one JSON line on stdout."""
-    print(alert_json(alert), flush=True)
-
-
-class AlertsService:
-    """The consume -> evaluate -> publish -> store-offsets loop."""
-
-    def __init__(
-        self,
-        settings: AlertsSettings,
-        rules: Sequence[Rule],
-        producer: Producer,
-        sink: Callable[[Alert], None] = print_alert,
-        tracer: trace.Tracer | None = None,
-    ) -> None:
-        self.settings = settings
-        self.processor = AlertProcessor(rules, tracer)
-        self.producer = producer
-        self.sink = sink
-        self.codec = AlertCodec()
-        self.stats = AlertsStats(engine=self.processor.engine.stats)
-        self._delivery_errors: list[str] = []
-
-    def process(self, batch: Sequence[MessageProto]) -> list[Alert]:
-        """Evaluate a batch, publish its alerts and wait for their delivery; return them."""
-        fired: list[Alert] = []
-        for msg in batch:
-            try:
-                results = self.processor.handle(msg)
-            except CodecError as exc:
-                self.stats.errors["undecodable"] += 1
-                self._dead_letter(msg, str(exc), type(exc).__name__)
-                continue
-            for alert, headers in results:
-                self._produce(self.settings.alerts_topic, self.codec.encode(alert), alert, headers)
-                fired.append(alert)
-        self._flush()
-        for alert in fired:
-            self.stats.delivered[alert.rule] += 1
-            self.sink(alert)
-        return fired
-
-    def _produce(self, topic: str, value: bytes, alert: Alert, headers: Headers) -> None:
-        self.producer.produce(
-            topic,
-            value,
-            key=alert.camera_id,
-            headers=headers,
-            on_delivery=self._report(topic),
-            block_s=30.0,
+def source_of(settings: AlertsSettings, rules: Sequence[Any]) -> AlertsSource:
+    """The topic kind the rules read; ConfigError for object rules on detections."""
+    wanted = settings.alerts_source
+    if wanted is AlertsSource.AUTO:
+        return AlertsSource.TRACKS if needs_tracks(rules) else AlertsSource.DETECTIONS
+    if wanted is AlertsSource.DETECTIONS and needs_tracks(rules):
+        raise ConfigError(
+            "object rules (zone_enter, zone_exit, dwell, line_crossing, occupancy) need track "
+            "ids: run `framebus track` and set FRAMEBUS_ALERTS_SOURCE=tracks (or auto)"
         )
-
-    def _dead_letter(self, msg: MessageProto, reason: str, error_type: str) -> None:
-        log.error("dead-lettering a detections message: %s", reason)
-        topic = self.settings.topics.deadletter_topic
-        self.producer.produce(
-            topic,
-            msg.value() or b"",
-            key=msg.key(),
-            headers=dead_letter_headers(msg, reason, error_type, SERVICE),
-            on_delivery=self._report(topic),
-            block_s=30.0,
-        )
-
-    def _report(self, topic: str) -> Callable[[Any, Any], None]:
-        def report(err: Any, _msg: Any) -> None:
-            if err is not None:
-                self._delivery_errors.append(f"{topic}: {err.str()}")
-
-        return report
-
-    def _flush(self) -> None:
-        pending = self.producer.flush(30.0)
-        if pending or self._delivery_errors:
-            errors, self._delivery_errors = self._delivery_errors, []
-            self.stats.errors["delivery"] += pending + len(errors)
-            raise DeliveryError(f"{pending} alert records undelivered; errors: {errors[:3]}")
+    return wanted
 
 
 def alerts_topic_spec(settings: AlertsSettings) -> TopicSpec:
@@ -218,133 +219,80 @@ def alerts_topic_spec(settings: AlertsSettings) -> TopicSpec:
     )
 
 
+def transactional_id(settings: AlertsSettings) -> str:
+    """Stable per instance, so a restarted instance fences its previous incarnation."""
+    return settings.transactional_id or f"{settings.alerts_group}-{socket.gethostname()}"
+
+
 def run(
     settings: AlertsSettings,
     stop: threading.Event | None = None,
     sink: Callable[[Alert], None] = print_alert,
     tracer: trace.Tracer | None = None,
 ) -> int:
-    """Consume detections until `stop` is set (or idle for `stop_after_idle_s`); return exit code."""
+    """Consume until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
+    from framebus_tools.alerts.telemetry import AlertsTelemetry
+
     if settings.rules is None:
         raise ConfigError("no rules: set FRAMEBUS_RULES (--rules rules.yaml)")
     rules = load_rules(settings.rules)
+    source = source_of(settings, rules)
+    source_topic = (
+        settings.tracks_topic if source is AlertsSource.TRACKS else settings.topics.detections_topic
+    )
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-alerts", os.environ)
-    ensure_topics(settings.kafka, [alerts_topic_spec(settings)])
-    with contextlib.ExitStack() as stack:
-        producer = stack.enter_context(Producer(settings.kafka))
-        consumer = stack.enter_context(Consumer(settings.kafka, settings.alerts_group))
-        service = AlertsService(settings, rules, producer, sink, tracer)
-        health: _Telemetry | None = None
-        if settings.http_port:
-            health = _Telemetry(settings.http_port, service.stats)
-            stack.enter_context(health.server)
-        consumer.subscribe([settings.topics.detections_topic], on_assign=_on_assign(health))
-        log.info("alerts consumer started", extra={"rules": len(rules)})
-        _loop(settings, service, consumer, stop, health)
-    _log_summary(service.stats)
-    return 1 if service.stats.errors else 0
+    partitions = partition_count(settings.kafka, source_topic)
+    replicas = replication_factor_for(broker_count(settings.kafka))
+    changelog = changelog_spec(settings.alerts_changelog_topic, partitions, replicas)
+    ensure_topics(settings.kafka, [alerts_topic_spec(settings), changelog])
+    if partition_count(settings.kafka, settings.alerts_changelog_topic) < partitions:
+        raise ConfigError(
+            f"{settings.alerts_changelog_topic} has fewer partitions than {source_topic}: the "
+            "changelog needs one per source partition"
+        )
+    processor = AlertProcessor(rules, tracer, source, settings.alerts_topic)
+    stats = AlertsStats(engine=processor.engine.stats)
+    codec = AlertCodec()
 
+    def committed(outputs: Sequence[Output]) -> None:
+        for out in outputs:
+            alert = codec.decode(out.value)
+            stats.delivered[alert.rule] += 1
+            sink(alert)
 
-def _loop(
-    settings: AlertsSettings,
-    service: AlertsService,
-    consumer: Consumer,
-    stop: threading.Event,
-    health: _Telemetry | None,
-) -> None:
-    last_message = time.monotonic()
-    while not stop.is_set():
-        if health is not None:
-            health.beat()
-        batch = consumer.consume(256, 0.5)
-        if batch:
-            service.process(batch)
-            # Only now, with every alert delivered, may these offsets be committed.
-            consumer.store_offsets(batch)
-            last_message = time.monotonic()
-        elif (
-            settings.stop_after_idle_s
-            and time.monotonic() - last_message > settings.stop_after_idle_s
-        ):
-            log.info("no detections for %.1f s: exiting", settings.stop_after_idle_s)
-            return
-
-
-def _on_assign(health: _Telemetry | None) -> Callable[[Any, Any], None]:
-    def on_assign(_consumer: Any, partitions: Any) -> None:
-        if health is not None:
-            health.assigned = True
-        log.info("assigned %d detections partitions", len(partitions))
-
-    return on_assign
-
-
-def _log_summary(stats: AlertsStats) -> None:
+    telemetry = AlertsTelemetry(settings.http_port, stats) if settings.http_port else None
+    runner = StatefulRunner(
+        settings.kafka,
+        StatefulConfig(
+            service=SERVICE,
+            group=settings.alerts_group,
+            source_topic=source_topic,
+            changelog_topic=settings.alerts_changelog_topic,
+            deadletter_topic=settings.topics.deadletter_topic,
+            transactional_id=transactional_id(settings),
+            stop_after_idle_s=settings.stop_after_idle_s,
+        ),
+        processor,
+        stats.loop,
+        on_committed=committed,
+        heartbeat=None if telemetry is None else telemetry.beat,
+    )
+    log.info("alerts consumer started", extra={"rules": len(rules), "source": source_topic})
+    try:
+        if telemetry is not None:
+            telemetry.server.start()
+        runner.run(stop)
+    finally:
+        if telemetry is not None:
+            telemetry.server.stop()
+    stats.errors["undecodable"] = stats.loop.dead_letters
     log.info(
         "alerts consumer finished",
         extra={
-            "records": sum(stats.engine.frames.values()),
-            "not_looked_at": sum(stats.engine.not_looked_at.values()),
+            "records": stats.loop.records,
             "alerts": sum(stats.delivered.values()),
-            "errors": dict(stats.errors),
+            "dead_letters": stats.loop.dead_letters,
         },
     )
-
-
-class _Telemetry:
-    """Metrics from the stats objects, a loop heartbeat and readiness on the health server."""
-
-    def __init__(self, port: int, stats: AlertsStats) -> None:
-        from prometheus_client import CollectorRegistry
-
-        from framebus.telemetry.health import Health, HealthServer
-
-        self.health = Health()
-        self.registry = CollectorRegistry()
-        self.server = HealthServer(port, self.health, self.registry)
-        self.assigned = False
-        self.health.add_check(
-            "kafka", lambda: None if self.assigned else "no detections partition assigned yet"
-        )
-        self.registry.register(_StatsCollector(stats))
-
-    def beat(self) -> None:
-        self.health.heartbeat("consume", 30.0)
-
-
-class _StatsCollector:
-    """Reads AlertsStats at scrape time, so the loop keeps plain counters only."""
-
-    def __init__(self, stats: AlertsStats) -> None:
-        self.stats = stats
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily
-
-        s = self.stats
-        frames = CounterMetricFamily(
-            "framebus_alerts_frames_evaluated",
-            "Looked-at (INFERRED) detections records evaluated, per camera.",
-            labels=["camera_id"],
-        )
-        for camera, n in s.engine.frames.items():
-            frames.add_metric([camera], n)
-        skipped = CounterMetricFamily(
-            "framebus_alerts_frames_not_looked_at",
-            "Detections records of frames the model did not look at, per camera and status.",
-            labels=["camera_id", "status"],
-        )
-        for (camera, status), n in s.engine.not_looked_at.items():
-            skipped.add_metric([camera, status], n)
-        fired = CounterMetricFamily(
-            "framebus_alerts_published", "Alerts delivered, per rule.", labels=["rule"]
-        )
-        for rule, n in s.delivered.items():
-            fired.add_metric([rule], n)
-        errors = CounterMetricFamily(
-            "framebus_alerts_errors", "Errors of the alerts consumer, per kind.", labels=["kind"]
-        )
-        for kind, n in s.errors.items():
-            errors.add_metric([kind], n)
-        yield from (frames, skipped, fired, errors)
+    return 1 if stats.loop.dead_letters else 0

@@ -71,19 +71,39 @@ def original_frame(frame: Frame) -> Image:
     ).astype(np.uint8)
 
 
-def draw_detections(image: Image, frame: Frame, det: Detections | None) -> Image:
-    """A copy of `image` with each box, its class name and score, and a header saying which frame."""
+def short_track_label(track_id: str) -> str:
+    """A track id as a short box label: its counter, "#7" for "cam-1/3/7"."""
+    return "#" + track_id.rsplit("/", 1)[-1]
+
+
+def draw_detections(
+    image: Image,
+    frame: Frame,
+    det: Detections | None,
+    box_labels: Sequence[str | None] | None = None,
+) -> Image:
+    """A copy of `image` with each box, its class name and score, and a header saying which frame.
+
+    `box_labels`, one per box of `det` (None or "" for none), goes before the class name: e.g. the
+    box's track, as `short_track_label` writes it.
+    """
     out = image.copy()
     h, w = out.shape[:2]
     thickness = line_thickness(w, h)
     scale = max(0.5, min(w, h) / 720)
     if det is not None and det.status is FrameStatus.INFERRED:
-        for box in det.boxes:
+        if box_labels is not None and len(box_labels) != len(det.boxes):
+            raise ValueError(f"{len(box_labels)} box labels for {len(det.boxes)} boxes")
+        for i, box in enumerate(det.boxes):
             colour = class_colour(box.class_id)
             x1, y1 = round(box.x1), round(box.y1)
             x2, y2 = round(box.x2) - 1, round(box.y2) - 1  # record edges are exclusive
             cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
-            _label(out, f"{box.class_name} {box.score:.2f}", (x1, y1), colour, scale, thickness)
+            text = f"{box.class_name} {box.score:.2f}"
+            extra = box_labels[i] if box_labels is not None else None
+            if extra:
+                text = f"{extra} {text}"
+            _label(out, text, (x1, y1), colour, scale, thickness)
     _header(out, frame, det, scale)
     return out
 

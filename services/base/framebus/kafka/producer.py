@@ -110,8 +110,13 @@ class Producer:
         headers: Headers | None = None,
         on_delivery: DeliveryCallback | None = None,
         block_s: float = 0.0,
+        partition: int | None = None,
     ) -> None:
-        """Queue one record; wait up to `block_s` for room when the local queue is full."""
+        """Queue one record; wait up to `block_s` for room when the local queue is full.
+
+        `partition` overrides the key's partition (a changelog follows its source partition).
+        """
+        where = {} if partition is None else {"partition": partition}
         deadline = time.monotonic() + block_s
         while True:
             try:
@@ -121,6 +126,7 @@ class Producer:
                     key=key,
                     headers=list(headers or ()),
                     on_delivery=on_delivery,
+                    **where,
                 )
                 break
             except BufferError:

@@ -1,0 +1,225 @@
+"""`framebus track`: detections in, one tracks record per frame out, state in a changelog topic.
+
+The tracking itself is `framebus_tracker.tracker` (pure, deterministic); this module decodes,
+encodes, traces and counts, and `framebus.kafka.stateful` does the exactly-once Kafka loop: the
+tracks, the cameras' tracker states and the offsets are committed in one transaction per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from framebus.codec import DetectionsCodec, TracksCodec
+from framebus.errors import CodecError, ConfigError
+from framebus.kafka.changelog import changelog_spec, partition_count
+from framebus.kafka.protocol import MessageProto
+from framebus.kafka.stateful import (
+    Output,
+    Processed,
+    StatefulConfig,
+    StatefulRunner,
+    StatefulStats,
+)
+from framebus.kafka.topics import (
+    DAY_MS,
+    TopicSpec,
+    broker_count,
+    ensure_topics,
+    replication_factor_for,
+)
+from framebus.messages import FrameStatus
+from framebus.telemetry import tracing
+from framebus_tracker.settings import TrackerSettings
+from framebus_tracker.tracker import CameraTracker, TrackerConfig, TrackerStateError
+
+log = logging.getLogger(__name__)
+
+SERVICE = "tracker"
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class TrackerStats:
+    """What the tracker did, per camera; read at scrape time."""
+
+    frames: Counter[str] = field(default_factory=Counter)  # camera -> records tracked
+    not_looked_at: Counter[tuple[str, str]] = field(default_factory=Counter)  # (camera, status)
+    replays: Counter[str] = field(default_factory=Counter)
+    objects: Counter[str] = field(default_factory=Counter)  # camera -> boxes given a track id
+    tracks_confirmed: Counter[str] = field(default_factory=Counter)  # camera -> tracks confirmed
+    active_tracks: dict[str, int] = field(default_factory=dict)
+    step_seconds: float = 0.0
+    loop: StatefulStats = field(default_factory=StatefulStats)
+
+
+class TrackProcessor:
+    """One CameraTracker per camera of the assigned partitions (a KeyedProcessor)."""
+
+    def __init__(
+        self,
+        settings: TrackerSettings,
+        stats: TrackerStats | None = None,
+        clock_us: Callable[[], int] = _now_us,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = TrackerConfig(
+            min_hits=settings.min_hits,
+            max_lost_s=settings.max_lost_s,
+            match_buffer=settings.match_buffer,
+            min_match_iou=settings.min_match_iou,
+        )
+        self.stats = stats or TrackerStats()
+        self.trackers: dict[str, CameraTracker] = {}
+        self._clock_us = clock_us
+        self._tracer = tracer or tracing.tracer("framebus.tracker")
+        self._detections = DetectionsCodec()
+        self._tracks = TracksCodec()
+
+    def process(self, msg: MessageProto) -> Processed:
+        """Track one detections record; CodecError (dead-lettered) when it is not one."""
+        det = self._detections.decode(msg.value() or b"")
+        camera = det.camera_id
+        tracker = self.trackers.get(camera)
+        if tracker is None:
+            tracker = self.trackers[camera] = CameraTracker(camera, self.config)
+        started = time.perf_counter()
+        tracks = tracker.step(
+            det,
+            tracked_at_us=self._clock_us(),
+            partition=_or(msg.partition(), -1),
+            offset=_or(msg.offset(), -1),
+        )
+        self.stats.step_seconds += time.perf_counter() - started
+        if tracks is None:
+            self.stats.replays[camera] += 1
+            return Processed(None)
+        if tracks.status is FrameStatus.INFERRED:
+            self.stats.frames[camera] += 1
+            self.stats.objects[camera] += len(tracks.objects)
+            self.stats.tracks_confirmed[camera] += sum(
+                1 for o in tracks.objects if o.confirmed and o.hits == self.config.min_hits
+            )
+        else:
+            self.stats.not_looked_at[(camera, tracks.status.value)] += 1
+        self.stats.active_tracks[camera] = tracker.active_tracks
+        with self._tracer.start_as_current_span(
+            "framebus.track",
+            context=tracing.extract_context(msg.headers()),
+            kind=trace.SpanKind.PRODUCER,
+            attributes={"framebus.camera_id": camera, "framebus.seq": det.seq},
+        ):
+            headers = tracing.inject_headers()
+        value = self._tracks.encode(tracks)
+        return Processed(camera, [Output(self.settings.tracks_topic, camera, value, headers)])
+
+    def snapshot(self, key: str) -> Mapping[str, Any]:
+        """The camera's tracker state."""
+        return self.trackers[key].snapshot()
+
+    def restore(self, key: str, state: Mapping[str, Any]) -> None:
+        """Take a camera's state from the changelog; CodecError when it cannot be read."""
+        try:
+            self.trackers[key] = CameraTracker.restore(key, self.config, state)
+        except TrackerStateError as exc:
+            raise CodecError(str(exc)) from exc
+
+    def forget(self, key: str) -> None:
+        """Drop a camera whose partition went elsewhere."""
+        self.trackers.pop(key, None)
+        self.stats.active_tracks.pop(key, None)
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def transactional_id(settings: TrackerSettings) -> str:
+    """Stable per instance, so a restarted instance fences its previous incarnation."""
+    return settings.transactional_id or f"{settings.tracker_group}-{socket.gethostname()}"
+
+
+def tracker_topics(settings: TrackerSettings) -> list[TopicSpec]:
+    """The tracks topic and the changelog, with as many partitions as the detections topic.
+
+    The changelog must have them: a camera's state goes to the partition with the number of the
+    detections partition it came from.
+    """
+    partitions = partition_count(settings.kafka, settings.topics.detections_topic)
+    replicas = replication_factor_for(broker_count(settings.kafka))
+    return [
+        TopicSpec(settings.tracks_topic, partitions, replicas, {"retention.ms": str(7 * DAY_MS)}),
+        changelog_spec(settings.tracker_changelog_topic, partitions, replicas),
+    ]
+
+
+def check_changelog(settings: TrackerSettings) -> None:
+    """Refuse a changelog with fewer partitions than the detections topic."""
+    source = partition_count(settings.kafka, settings.topics.detections_topic)
+    have = partition_count(settings.kafka, settings.tracker_changelog_topic)
+    if have < source:
+        raise ConfigError(
+            f"{settings.tracker_changelog_topic} has {have} partitions but "
+            f"{settings.topics.detections_topic} has {source}: the changelog needs one per "
+            "detections partition (recreate it, or set FRAMEBUS_TRACKER_CHANGELOG_TOPIC)"
+        )
+
+
+def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
+    """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
+    from framebus_tracker.telemetry import TrackerTelemetry
+
+    stop = stop or threading.Event()
+    tracing.setup_tracing("framebus-tracker", os.environ)
+    ensure_topics(settings.kafka, tracker_topics(settings))
+    check_changelog(settings)
+    stats = TrackerStats()
+    processor = TrackProcessor(settings, stats)
+    config = StatefulConfig(
+        service=SERVICE,
+        group=settings.tracker_group,
+        source_topic=settings.topics.detections_topic,
+        changelog_topic=settings.tracker_changelog_topic,
+        deadletter_topic=settings.topics.deadletter_topic,
+        transactional_id=transactional_id(settings),
+        stop_after_idle_s=settings.stop_after_idle_s,
+    )
+    telemetry = TrackerTelemetry(settings.http_port, stats) if settings.http_port else None
+    runner = StatefulRunner(
+        settings.kafka,
+        config,
+        processor,
+        stats.loop,
+        heartbeat=None if telemetry is None else telemetry.beat,
+    )
+    log.info("tracker started", extra={"transactional_id": config.transactional_id})
+    try:
+        if telemetry is not None:
+            telemetry.server.start()
+        runner.run(stop)
+    finally:
+        if telemetry is not None:
+            telemetry.server.stop()
+    log.info(
+        "tracker finished",
+        extra={
+            "records": stats.loop.records,
+            "tracks_records": stats.loop.outputs,
+            "dead_letters": stats.loop.dead_letters,
+            "replays": sum(stats.replays.values()),
+        },
+    )
+    return 0

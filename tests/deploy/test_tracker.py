@@ -1,0 +1,227 @@
+"""The tracker in the chart: a CPU Deployment off the GPU pool, scaled by the lag of its group on
+the detections topic up to the partition count, and its topics created before it starts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framebus import settings as cfg
+from framebus.kafka import topics as kafka_topics
+from framebus.kafka.topics import TopicSpec
+from framebus_tracker.settings import TrackerSettings
+from tests.deploy.helmutil import (
+    Helm,
+    Rendered,
+    containers_of,
+    env_of,
+    process_env,
+    write_values,
+)
+
+pytestmark = pytest.mark.deploy
+
+GPU = "nvidia.com/gpu"
+
+
+def _tracker(result: Rendered) -> dict[str, Any]:
+    (deployment,) = result.deployments("tracker")
+    return deployment
+
+
+def _tracker_container(result: Rendered) -> dict[str, Any]:
+    (container,) = _tracker(result)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _tracker_topics_step(result: Rendered) -> dict[str, Any]:
+    (job,) = result.of_kind("Job")
+    (step,) = [
+        c
+        for c in job["spec"]["template"]["spec"]["initContainers"]
+        if c["name"] == "tracker-topics"
+    ]
+    return step
+
+
+def test_tracker_when_rendered_then_it_runs_the_tracker_module_from_the_decoder_image(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    result = rendered[values_name]
+    container = _tracker_container(result)
+    (decoder, *_) = result.deployments("decoder")
+    (decoder_container,) = decoder["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "framebus_tracker"]
+    assert container["image"] == decoder_container["image"]
+    env = env_of(container)
+    assert env["FRAMEBUS_DETECTIONS_TOPIC"]["value"] == "framebus.detections"
+    assert env["FRAMEBUS_TRACKS_TOPIC"]["value"] == "framebus.tracks"
+    assert env["FRAMEBUS_TRACKER_CHANGELOG_TOPIC"]["value"] == "framebus.tracker-changelog"
+    assert env["FRAMEBUS_TRACKER_GROUP"]["value"] == "framebus-tracker"
+    # The app derives a unique transactional.id per pod; a fixed one would fence the replicas.
+    assert "FRAMEBUS_TRANSACTIONAL_ID" not in env
+
+
+def test_tracker_when_knobs_set_then_the_app_loads_exactly_those_values(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = {
+        "tracker": {
+            "consumerGroup": "trk",
+            "minHits": 3,
+            "maxLostS": 1.5,
+            "matchBuffer": 0.25,
+            "minMatchIou": 0.1,
+        },
+        "kafka": {"topics": {"tracks": "t.tracks", "trackerChangelog": "t.changelog"}},
+    }
+    result = helm.render([write_values(tmp_path, values)])
+    loaded = cfg.load(TrackerSettings, process_env(_tracker_container(result)))
+    assert (loaded.tracker_group, loaded.min_hits, loaded.max_lost_s) == ("trk", 3, 1.5)
+    assert (loaded.match_buffer, loaded.min_match_iou) == (0.25, 0.1)
+    assert (loaded.tracks_topic, loaded.tracker_changelog_topic) == ("t.tracks", "t.changelog")
+    assert loaded.http_port == 8080
+
+
+@pytest.mark.parametrize("values_name", ["default", "gpu-keda"])
+def test_tracker_when_a_gpu_pool_is_configured_then_it_is_not_scheduled_there(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    pod = _tracker(rendered[values_name])["spec"]["template"]["spec"]
+    container = _tracker_container(rendered[values_name])
+    assert not any(GPU in (container["resources"].get(p) or {}) for p in ("requests", "limits"))
+    # The GPU pool is tainted nvidia.com/gpu: no toleration, and none of its node labels.
+    assert not any(t.get("key") == GPU for t in pod.get("tolerations", []))
+    assert not any("nvidia" in k for k in pod.get("nodeSelector", {}))
+    assert "runtimeClassName" not in pod
+    assert container["resources"]["limits"]["cpu"] == "1"
+
+
+def test_tracker_when_rendered_then_service_monitor_and_pdb_select_its_pods(
+    rendered: dict[str, Rendered],
+) -> None:
+    result = rendered["gpu-keda"]
+    labels = _tracker(result)["spec"]["template"]["metadata"]["labels"]
+    (service,) = result.of_component("Service", "tracker")
+    (monitor,) = result.of_component("ServiceMonitor", "tracker")
+    (pdb,) = result.of_component("PodDisruptionBudget", "tracker")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_tracker_keda_when_enabled_then_scales_on_its_group_lag_on_detections(
+    rendered: dict[str, Rendered],
+) -> None:
+    result = rendered["gpu-keda"]
+    deployment = _tracker(result)
+    env = env_of(_tracker_container(result))
+    (scaled,) = result.of_component("ScaledObject", "tracker")
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    (trigger,) = spec["triggers"]
+    meta = trigger["metadata"]
+    assert trigger["type"] == "kafka"
+    assert meta["consumerGroup"] == env["FRAMEBUS_TRACKER_GROUP"]["value"]
+    assert meta["topic"] == env["FRAMEBUS_DETECTIONS_TOPIC"]["value"]
+    assert meta["allowIdleConsumers"] == "false"
+    assert spec["maxReplicaCount"] <= 12  # kafka.partitions.detections of gpu-keda
+    assert "replicas" not in deployment["spec"]
+
+
+def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = {"keda": {"enabled": True}, "tracker": {"replicas": 3, "keda": {"enabled": False}}}
+    result = helm.render([write_values(tmp_path, values)])
+    assert _tracker(result)["spec"]["replicas"] == 3
+    assert not result.of_component("ScaledObject", "tracker")
+    assert result.of_component("ScaledObject", "inferencer")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {
+                "keda": {"enabled": True},
+                "tracker": {"keda": {"maxReplicaCount": 7}},
+                "kafka": {"partitions": {"detections": 6}},
+            },
+            "tracker.keda.maxReplicaCount (7) is larger than kafka.partitions.detections (6)",
+        ),
+        (
+            {"tracker": {"replicas": 5}, "kafka": {"partitions": {"detections": 4}}},
+            "tracker.replicas (5) is larger than kafka.partitions.detections (4)",
+        ),
+        (
+            {
+                "keda": {"enabled": True},
+                "tracker": {"keda": {"minReplicaCount": 4, "maxReplicaCount": 2}},
+            },
+            "tracker.keda.minReplicaCount (4) is larger than tracker.keda.maxReplicaCount (2)",
+        ),
+    ],
+)
+def test_tracker_replicas_when_more_than_detections_partitions_then_render_fails(
+    helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    proc = helm.template_cmd(values=[write_values(tmp_path, values)])
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+def test_tracker_when_disabled_then_none_of_its_objects_render(helm: Helm, tmp_path: Path) -> None:
+    values = {"keda": {"enabled": True}, "tracker": {"enabled": False}}
+    result = helm.render([write_values(tmp_path, values)])
+    for kind in ("Deployment", "Service", "PodDisruptionBudget", "ScaledObject"):
+        assert not result.of_component(kind, "tracker"), kind
+    (job,) = result.of_kind("Job")
+    assert "initContainers" not in job["spec"]["template"]["spec"]
+
+
+def test_topics_job_when_tracker_enabled_then_it_creates_tracks_and_compacted_changelog(
+    rendered: dict[str, Rendered], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run the Job's tracker step with the rendered env, Kafka's admin call replaced."""
+    step = _tracker_topics_step(rendered["gpu-keda"])
+    created: list[TopicSpec] = []
+
+    def ensure_topics(_kafka: object, specs: list[TopicSpec], **_: object) -> list[str]:
+        created.extend(specs)
+        return [s.name for s in specs]
+
+    monkeypatch.setattr(kafka_topics, "ensure_topics", ensure_topics)
+    monkeypatch.setattr(sys, "argv", ["-c", *step["args"]])
+    for name, value in process_env(step).items():
+        monkeypatch.setenv(name, value)
+    python, flag, script = step["command"]
+    assert (python, flag) == ("python", "-c")
+    exec(compile(script, "tracker-topics", "exec"), {"__name__": "__main__"})  # noqa: S102
+
+    by_name = {s.name: s for s in created}
+    assert set(by_name) == {"framebus.tracks", "framebus.tracker-changelog"}
+    changelog = by_name["framebus.tracker-changelog"]
+    assert changelog.config["cleanup.policy"] == "compact"
+    # gpu-keda: 24 frames and 12 detections partitions; the changelog follows detections.
+    assert changelog.partitions == by_name["framebus.tracks"].partitions == 12
+    assert "cleanup.policy" not in by_name["framebus.tracks"].config
+
+
+def test_topics_job_when_tracker_enabled_then_its_step_runs_in_the_topics_image(
+    rendered: dict[str, Rendered],
+) -> None:
+    step = _tracker_topics_step(rendered["default"])
+    (job,) = rendered["default"].of_kind("Job")
+    (main,) = job["spec"]["template"]["spec"]["containers"]
+    assert step["image"] == main["image"]
+    assert {c["name"] for c in containers_of(job["spec"]["template"]["spec"])} == {
+        "tracker-topics",
+        "topics",
+    }

@@ -1,0 +1,50 @@
+import json
+
+import pytest
+
+from framebus.codec import DetectionsCodec, TracksCodec
+from framebus.errors import CodecError
+from framebus_tools.walkers import camera_detections
+from framebus_tracker.service import TrackProcessor
+from framebus_tracker.settings import TrackerSettings
+from tests.unit.framebus_tools.test_alerts_consumer import StubMessage
+
+
+def _messages(count: int) -> list[StubMessage]:
+    codec = DetectionsCodec()
+    dets = list(camera_detections("cam-1", 5.0, count / 5.0, seed=3))
+    return [StubMessage(codec.encode(d), off=i) for i, d in enumerate(dets)]
+
+
+def test_processor_when_records_tracked_then_one_tracks_record_per_frame_keyed_by_camera() -> None:
+    processor = TrackProcessor(TrackerSettings(tracks_topic="t"), clock_us=lambda: 7)
+    outs = [processor.process(m) for m in _messages(20)]
+    assert all(o.key == "cam-1" and len(o.outputs) == 1 for o in outs)
+    tracks = [TracksCodec().decode(o.outputs[0].value) for o in outs]
+    assert [t.seq for t in tracks] == list(range(20))
+    assert all(t.tracked_at_us == 7 and t.detections_partition == 2 for t in tracks)
+    assert processor.stats.frames["cam-1"] == 20
+
+
+def test_processor_when_restored_from_json_snapshot_then_continues_like_an_uninterrupted_one() -> (
+    None
+):
+    messages = _messages(30)
+    whole = TrackProcessor(TrackerSettings(), clock_us=lambda: 0)
+    want = [whole.process(m).outputs for m in messages]
+    first = TrackProcessor(TrackerSettings(), clock_us=lambda: 0)
+    for m in messages[:12]:
+        first.process(m)
+    second = TrackProcessor(TrackerSettings(), clock_us=lambda: 0)
+    second.restore("cam-1", json.loads(json.dumps(first.snapshot("cam-1"))))
+    assert second.process(messages[11]).key is None  # a replay after the restore: skipped
+    got = [second.process(m).outputs for m in messages[12:]]
+    assert [o[0].value for o in got] == [o[0].value for o in want[12:]]
+
+
+def test_processor_when_record_or_state_is_unreadable_then_codec_error() -> None:
+    processor = TrackProcessor(TrackerSettings())
+    with pytest.raises(CodecError):
+        processor.process(StubMessage(b"garbage"))
+    with pytest.raises(CodecError):
+        processor.restore("cam-1", {"v": 99})
