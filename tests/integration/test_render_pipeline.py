@@ -1,4 +1,4 @@
-"""`framebus render` over real Kafka: the drawn boxes lie where the detections records say."""
+"""`framebus render` over real Kafka: boxes drawn where the records say, labelled with track ids."""
 
 from __future__ import annotations
 
@@ -11,15 +11,22 @@ import cv2
 import numpy as np
 import pytest
 
-from framebus.codec import DetectionsCodec
+from framebus.codec import DetectionsCodec, TracksCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_tools.cli import main
-from framebus_tools.render.draw import class_colour, line_thickness, sheet_cell_origin
+from framebus_tools.render.draw import (
+    class_colour,
+    line_thickness,
+    sheet_cell_origin,
+    short_track_label,
+)
 from framebus_tools.synthetic import MovingSquare, write_square_video
+from framebus_tracker import service as tracker_service
+from framebus_tracker.settings import TrackerSettings
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 
@@ -114,3 +121,83 @@ def test_render_when_sheet_and_clip_from_real_pipeline_then_boxes_drawn_where_re
     ys = np.nonzero(greenish[mid_y:, mid_x - 5 : mid_x + 5].any(axis=1))[0] + mid_y
     assert abs(xs.min() - box.x1) <= t + 1 and abs(xs.max() + 1 - box.x2) <= t + 1
     assert abs(ys.max() + 1 - box.y2) <= t + 1
+
+
+def run_tracker(kafka: KafkaSettings, names: TopicSettings, tracks_topic: str) -> list[Any]:
+    """The tracker, in a thread, over the detections already on the topic; its tracks records."""
+    stop = threading.Event()
+    settings = TrackerSettings(
+        kafka=kafka,
+        topics=names,
+        tracks_topic=tracks_topic,
+        tracker_group=f"trk-{tracks_topic}",
+        tracker_changelog_topic=f"{tracks_topic}-changelog",
+        transactional_id=f"tx-{tracks_topic}",
+    )
+    tracker = threading.Thread(target=tracker_service.run, args=(settings, stop))
+    tracker.start()
+    try:
+        return read_topic(kafka, tracks_topic, SCENE.frames)
+    finally:
+        stop.set()
+        tracker.join(30)
+
+
+def label_widths(sheet: np.ndarray, colour: tuple[int, int, int]) -> list[int]:
+    """Per contact-sheet cell, the width of the box label's background (a darker box colour)."""
+    dark = np.array([c // 2 for c in colour], np.uint8)
+    widths = []
+    for seq in range(SCENE.frames):
+        x0, y0 = sheet_cell_origin(seq, COLUMNS, 640, 360)
+        xs = np.nonzero(np.all(sheet[y0 : y0 + 360, x0 : x0 + 640] == dark, axis=-1))[1]
+        widths.append(int(xs.max() - xs.min() + 1) if xs.size else 0)
+    return widths
+
+
+def test_render_when_tracks_on_topic_then_boxes_labelled_with_short_track_ids(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    media_dir: Path,
+    square_model: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    video = write_square_video(media_dir / "square-360p-render-tracks.mp4", SCENE)
+    names = topics()
+    tracks_topic = names.frames_topic.replace(".frames", ".tracks")
+    run_pipeline(kafka, names, video, square_model)
+    tracks = [TracksCodec().decode(m.value()) for m in run_tracker(kafka, names, tracks_topic)]
+    assert sorted(t.seq for t in tracks) == list(range(SCENE.frames))
+    # Files decoded as fast as they read have capture times microseconds apart, which can split
+    # a track: each frame's label is its own record's id.
+    label_of = {t.seq: short_track_label(o.track_id) for t in tracks for o in t.objects}
+    common = [
+        "--bootstrap-servers", kafka.bootstrap_servers,
+        "--frames-topic", names.frames_topic,
+        "--detections-topic", names.detections_topic,
+        "--tracks-topic", tracks_topic,
+        "--camera", "cam-r",
+        "--sheet-columns", str(COLUMNS),
+        "--thumb-width", "640",
+    ]  # fmt: skip
+
+    tracked_path, plain_path = tmp_path / "tracked.png", tmp_path / "plain.png"
+    capsys.readouterr()
+    assert main(["render", *common, "--out", str(tracked_path)]) == 0  # auto: tracks
+    assert f"{SCENE.frames} frames with track ids" in capsys.readouterr().out
+    assert main(["render", *common, "--out", str(plain_path), "--render-source", "detections"]) == 0
+    assert "0 frames with track ids" in capsys.readouterr().out
+    tracked, plain = (
+        cv2.cvtColor(cv2.imread(str(p)), cv2.COLOR_BGR2RGB) for p in (tracked_path, plain_path)
+    )
+    green = class_colour(0)
+    # "#1 square 1.00" against "square 1.00": the label grows by the short id, in every frame.
+    for seq, (w_tracked, w_plain) in enumerate(
+        zip(label_widths(tracked, green), label_widths(plain, green), strict=True)
+    ):
+        (extra, _), _ = cv2.getTextSize(f"{label_of[seq]} ", cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
+        assert w_plain > 0, f"no label in frame {seq}"
+        assert abs(w_tracked - w_plain - extra) <= 2, (seq, label_of[seq], w_tracked, w_plain)
+    # The boxes themselves are where they were: only the labels differ.
+    outline = np.all(tracked == np.array(green, np.uint8), axis=-1)
+    assert np.array_equal(outline, np.all(plain == np.array(green, np.uint8), axis=-1))

@@ -1,4 +1,4 @@
-"""Run the decoder and inferencer as separate processes and watch the detections topic.
+"""Run the decoder, the inferencer (and the tracker, alerts, ...) as processes; watch their topics.
 
 Shared by `framebus demo` and `framebus loadtest`: both start the real services on the real
 broker, exactly as an operator would, and read what comes out.
@@ -13,7 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -65,6 +65,16 @@ def write_cameras_file(path: Path, cameras: list[CameraSpec]) -> Path:
 
 def detections_reader(kafka: KafkaSettings, topic: str, start_ms: int) -> confluent_kafka.Consumer:
     """A consumer of `topic` positioned at the first record produced at or after `start_ms`."""
+    return topics_reader(kafka, [topic], start_ms)
+
+
+def topics_reader(
+    kafka: KafkaSettings, topics: Sequence[str], start_ms: int
+) -> confluent_kafka.Consumer:
+    """A consumer of every partition of `topics`, each at its first record from `start_ms` on.
+
+    It reads committed records only: the tracker's and the alerts' outputs are transactional.
+    """
     consumer = confluent_kafka.Consumer(
         {
             **kafka.client_config(),
@@ -73,12 +83,33 @@ def detections_reader(kafka: KafkaSettings, topic: str, start_ms: int) -> conflu
             "isolation.level": "read_committed",
         }
     )
-    positions = _offsets_for_time(consumer, topic, start_ms)
+    positions = [tp for topic in topics for tp in _offsets_for_time(consumer, topic, start_ms)]
     for tp in positions:
         if tp.offset < 0:  # nothing produced since start_ms yet: start at the end
             tp.offset = confluent_kafka.OFFSET_END
     consumer.assign(positions)
     return consumer
+
+
+def group_caught_up(kafka: KafkaSettings, group: str, seen: Mapping[tuple[str, int], int]) -> bool:
+    """Whether `group` has committed past each (topic, partition)'s offset in `seen`.
+
+    The demo asks this of the alerts consumer: once it has committed the last tracks record the
+    demo saw, every alert of those records is on the alerts topic (same transaction).
+    """
+    if not seen:
+        return True
+    consumer = confluent_kafka.Consumer(
+        {**kafka.client_config(), "group.id": group, "enable.auto.commit": False}
+    )
+    try:  # committed() fetches the group's offsets without joining it
+        wanted = [confluent_kafka.TopicPartition(t, p) for t, p in seen]
+        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(wanted, 10)}
+    except confluent_kafka.KafkaException:
+        return False  # asked again at the next tick
+    finally:
+        consumer.close()
+    return all(committed.get(key, -1) > offset for key, offset in seen.items())
 
 
 _ELECTING = {
@@ -105,8 +136,20 @@ def _offsets_for_time(
             time.sleep(0.5)
 
 
+@dataclass(frozen=True)
+class ServiceProcess:
+    """A further `framebus <command>` child (e.g. `track`, `alerts`) downstream of the inferencer."""
+
+    name: str  # its log is <name>.log; its exit code is reported under this name
+    command: str  # the `framebus` subcommand
+    env: Mapping[str, str] = field(default_factory=dict)  # on top of the Kafka and topic settings
+
+
 class PipelineProcesses:
-    """`framebus decoder` and `framebus inferencer` as child processes, logs to files."""
+    """`framebus decoder`, `framebus inferencer` and any `downstream` ones as child processes.
+
+    Logs go to files in `log_dir`.
+    """
 
     def __init__(
         self,
@@ -115,6 +158,7 @@ class PipelineProcesses:
         log_dir: Path,
         decoder_env: Mapping[str, str],
         inferencer_env: Mapping[str, str],
+        downstream: Sequence[ServiceProcess] = (),
     ) -> None:
         base = {
             **os.environ,
@@ -124,31 +168,45 @@ class PipelineProcesses:
             "FRAMEBUS_DEADLETTER_TOPIC": topics.deadletter_topic,
         }
         self.log_dir = log_dir
+        self._commands = {"inferencer": "inferencer", "decoder": "decoder"}
         self._envs = {"inferencer": {**base, **inferencer_env}, "decoder": {**base, **decoder_env}}
+        for service in downstream:
+            self._commands[service.name] = service.command
+            self._envs[service.name] = {**base, **service.env}
+        self._consumers = ["inferencer", *(s.name for s in downstream)]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.decoder_metrics_url = ""
-        self.inferencer_ready_s: float | None = None  # spawn -> /readyz 200 (None: never)
+        self.ready_s: dict[str, float | None] = {}  # spawn -> /readyz 200 (None: never)
         self.decoder_started_us = 0  # wall clock when the decoder was spawned
 
-    def start(self, ready_timeout_s: float = 90.0) -> PipelineProcesses:
-        """Start the inferencer, wait until it is ready, then start the decoder.
+    @property
+    def inferencer_ready_s(self) -> float | None:
+        """Seconds from spawning the inferencer to its /readyz answering 200 (None: never)."""
+        return self.ready_s.get("inferencer")
 
-        Ready means warmed up and partitions assigned, so no frame waits for a cold inferencer.
+    def start(self, ready_timeout_s: float = 90.0) -> PipelineProcesses:
+        """Start the inferencer and the downstream services, wait until ready, start the decoder.
+
+        Ready means warmed up and partitions assigned, so no frame waits for a cold service.
         """
-        inferencer_port = self._envs["inferencer"].setdefault(
-            "FRAMEBUS_HTTP_PORT", str(_free_port())
-        )
-        decoder_port = self._envs["decoder"].setdefault("FRAMEBUS_HTTP_PORT", str(_free_port()))
-        self.decoder_metrics_url = f"http://127.0.0.1:{decoder_port}/metrics"
+        ports = {
+            name: self._envs[name].setdefault("FRAMEBUS_HTTP_PORT", str(_free_port()))
+            for name in [*self._consumers, "decoder"]
+        }
+        self.decoder_metrics_url = f"http://127.0.0.1:{ports['decoder']}/metrics"
         spawned = time.monotonic()
-        self._spawn("inferencer")
+        for name in self._consumers:
+            self._spawn(name)
         deadline = spawned + ready_timeout_s
-        while not _answers_200(f"http://127.0.0.1:{inferencer_port}/readyz"):
-            if self.procs["inferencer"].poll() is not None or time.monotonic() > deadline:
-                break  # the caller sees the exit code and the missing records
+        waiting = list(self._consumers)
+        while waiting and time.monotonic() <= deadline:
+            for name in list(waiting):
+                if _answers_200(f"http://127.0.0.1:{ports[name]}/readyz"):
+                    self.ready_s[name] = time.monotonic() - spawned
+                    waiting.remove(name)
+                elif self.procs[name].poll() is not None:
+                    waiting.remove(name)  # the caller sees the exit code and the missing records
             time.sleep(0.05)
-        else:
-            self.inferencer_ready_s = time.monotonic() - spawned
         self.decoder_started_us = time.time_ns() // 1000
         self._spawn("decoder")
         return self
@@ -156,7 +214,7 @@ class PipelineProcesses:
     def _spawn(self, name: str) -> None:
         log = (self.log_dir / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "framebus_tools.cli", name],
+            [sys.executable, "-m", "framebus_tools.cli", self._commands[name]],
             env=self._envs[name],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -168,8 +226,8 @@ class PipelineProcesses:
         return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, int]:
-        """SIGTERM both (decoder first), wait, SIGKILL stragglers; return exit codes."""
-        for name in ("decoder", "inferencer"):
+        """SIGTERM each (upstream first), wait, SIGKILL stragglers; return exit codes."""
+        for name in ("decoder", *self._consumers):
             proc = self.procs.get(name)
             if proc is not None and proc.poll() is None:
                 proc.terminate()
@@ -263,6 +321,19 @@ def watch_detections(
 ) -> None:
     """Feed every detections record to `on_record` until `until()` is true; `tick` once a second."""
     codec = DetectionsCodec()
+    watch_messages(
+        consumer, lambda msg: on_record(codec.decode(msg.value() or b"")), until, tick, tick_every_s
+    )
+
+
+def watch_messages(
+    consumer: confluent_kafka.Consumer,
+    on_message: Callable[[confluent_kafka.Message], None],
+    until: Callable[[], bool],
+    tick: Callable[[], None] = lambda: None,
+    tick_every_s: float = 1.0,
+) -> None:
+    """Feed every message to `on_message` until `until()` is true; `tick` once a second."""
     next_tick = time.monotonic() + tick_every_s
     while not until():
         # consume(n, t) holds what arrived until n records or t: wait for one, take the rest.
@@ -271,7 +342,7 @@ def watch_detections(
             messages += consumer.consume(255, 0)
         for msg in messages:
             if msg.error() is None:
-                on_record(codec.decode(msg.value() or b""))
+                on_message(msg)
         if time.monotonic() >= next_tick:
             tick()
             next_tick = time.monotonic() + tick_every_s

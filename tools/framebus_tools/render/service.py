@@ -1,14 +1,16 @@
-"""`framebus render`: read a camera's frames and detections from Kafka, join them, draw, write.
+"""`framebus render`: read a camera's frames and tracks (or detections) from Kafka, join, draw, write.
 
-Both topics are read from the beginning up to their end at start-up, in a throw-away consumer
+The topics are read from the beginning up to their end at start-up, in a throw-away consumer
 group that commits nothing. Frames live on the frames topic for minutes only (its retention), so
-render what happened recently; detections are kept for days. Records are joined by
-(camera_id, seq); a frame with no detections record, or one the model did not look at, is drawn
-with a banner that says so.
+render what happened recently; tracks and detections are kept for days. Records are joined by
+(camera_id, seq). A frame's tracks record, when there is one, draws each box with its short track
+id ("#7"); else its detections record draws the boxes unlabelled. A frame with neither, or one the
+model did not look at, is drawn with a banner that says so.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 import uuid
@@ -24,16 +26,30 @@ import confluent_kafka
 import cv2
 import numpy as np
 
-from framebus.codec import DetectionsCodec, FrameCodec
+from framebus.codec import DetectionsCodec, FrameCodec, TracksCodec
 from framebus.errors import CodecError, ConfigError, FramebusError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.messages import Detections, Frame, FrameStatus
+from framebus.messages import Detections, Frame, FrameStatus, Tracks
 from framebus.settings import check, setting
-from framebus_tools.render.draw import Image, contact_sheet, draw_detections, original_frame
+from framebus_tools.render.draw import (
+    Image,
+    contact_sheet,
+    draw_detections,
+    original_frame,
+    short_track_label,
+)
 
 log = logging.getLogger(__name__)
+
+
+class RenderSource(enum.Enum):
+    """Which records draw the boxes; `auto`: tracks where the frame has one, else detections."""
+
+    AUTO = "auto"
+    DETECTIONS = "detections"
+    TRACKS = "tracks"
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,12 @@ class RenderSettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
     camera: str | None = setting(None, "Camera id whose frames are drawn (required).")
+    render_source: RenderSource = setting(
+        RenderSource.AUTO,
+        "Records that draw the boxes: tracks (labelled with track ids), detections, or auto "
+        "(a frame's tracks record when the tracks topic has one, else its detections record).",
+    )
+    tracks_topic: str = setting("framebus.tracks", "Topic of one tracks record per frame.")
     out: Path | None = setting(
         None, "Output file: `.mp4` for a clip, `.png` for a contact sheet (required)."
     )
@@ -64,6 +86,10 @@ class RenderSettings:
         check(self.read_idle_s > 0, "read_idle_s", "must be > 0")
 
 
+class TopicMissingError(FramebusError):
+    """A topic `render` reads does not exist on the brokers."""
+
+
 @dataclass
 class RenderStats:
     """What was drawn; printed at the end."""
@@ -71,6 +97,7 @@ class RenderStats:
     frames: int = 0
     statuses: Counter[str] = field(default_factory=Counter)  # INFERRED / DROPPED_STALE / ...
     boxes: int = 0
+    tracked: int = 0  # frames drawn from a tracks record (boxes labelled with track ids)
     unreadable: int = 0
 
 
@@ -86,7 +113,7 @@ def read_topic_to_end(
         client = consumer.client
         meta = client.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
-            raise FramebusError(f"topic {topic} does not exist; is the pipeline running?")
+            raise TopicMissingError(f"topic {topic} does not exist; is the pipeline running?")
         ends: dict[int, int] = {}
         for p in meta.partitions:
             low, high = client.get_watermark_offsets(
@@ -104,11 +131,13 @@ def read_topic_to_end(
         while ends and time.monotonic() - last < idle_s:
             for msg in consumer.consume(64, 0.5):
                 last = time.monotonic()
-                partition, offset = msg.partition(), msg.offset()
-                if partition in ends and offset is not None and offset + 1 >= ends[partition]:
-                    del ends[partition]
                 if keep(msg):
                     yield msg
+            # The position, not the last record's offset: on a transactional topic (tracks) the
+            # end is a commit marker, which the consumer steps over but never hands out.
+            for tp in client.position([confluent_kafka.TopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
 
 
 def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detections]:
@@ -129,6 +158,68 @@ def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detectio
             continue
         by_seq[det.seq] = det
     return by_seq
+
+
+def read_tracks(settings: RenderSettings, camera: str) -> dict[int, Tracks]:
+    """The camera's tracks records by seq; none when the tracks topic does not exist (auto)."""
+    codec = TracksCodec()
+    key = camera.encode()
+    by_seq: dict[int, Tracks] = {}
+    try:
+        for msg in read_topic_to_end(
+            settings.kafka, settings.tracks_topic, settings.read_idle_s, lambda m: m.key() == key
+        ):
+            try:
+                tracks = codec.decode(msg.value() or b"")
+            except CodecError as exc:
+                log.warning("skipping an unreadable tracks record: %s", exc)
+                continue
+            by_seq[tracks.seq] = tracks
+    except TopicMissingError:
+        if settings.render_source is RenderSource.TRACKS:
+            raise
+        log.info("no tracks topic %s: drawing detections", settings.tracks_topic)
+    return by_seq
+
+
+def as_detections(tracks: Tracks) -> tuple[Detections, list[str | None]]:
+    """A tracks record as the detections record it was made from, and each box's track label."""
+    det = Detections(
+        camera_id=tracks.camera_id,
+        seq=tracks.seq,
+        capture_ts_us=tracks.capture_ts_us,
+        status=tracks.status,
+        model_name=tracks.model_name,
+        model_version=tracks.model_version,
+        boxes=tuple(o.box for o in tracks.objects),
+        reason=tracks.reason,
+        orig_width=tracks.orig_width,
+        orig_height=tracks.orig_height,
+        e2e_latency_ms=tracks.e2e_latency_ms,
+    )
+    labels = [short_track_label(o.track_id) if o.track_id else None for o in tracks.objects]
+    return det, labels
+
+
+@dataclass(frozen=True)
+class _Records:
+    """A camera's tracks and detections records by seq; a frame's tracks record wins."""
+
+    tracks: dict[int, Tracks]
+    detections: dict[int, Detections]
+
+    def for_frame(self, seq: int) -> tuple[Detections | None, list[str | None] | None]:
+        tracks = self.tracks.get(seq)
+        if tracks is not None:
+            return as_detections(tracks)
+        return self.detections.get(seq), None
+
+
+def _read_records(settings: RenderSettings, camera: str) -> _Records:
+    source = settings.render_source
+    tracks = {} if source is RenderSource.DETECTIONS else read_tracks(settings, camera)
+    detections = {} if source is RenderSource.TRACKS else read_detections(settings, camera)
+    return _Records(tracks, detections)
 
 
 def read_frames(settings: RenderSettings, camera: str) -> Iterator[Frame]:
@@ -207,10 +298,10 @@ def render(settings: RenderSettings) -> RenderStats:
         raise ConfigError("no camera: set FRAMEBUS_CAMERA (--camera ID)")
     if settings.out is None or settings.out.suffix.lower() not in (".mp4", ".png"):
         raise ConfigError("--out must name a .mp4 clip or a .png contact sheet")
-    detections = read_detections(settings, settings.camera)
+    records = _read_records(settings, settings.camera)
     stats = RenderStats()
     drawn = (
-        _draw(frame, detections.get(frame.seq), stats)
+        _draw(frame, *records.for_frame(frame.seq), stats)
         for frame in read_frames(settings, settings.camera)
     )
     if settings.out.suffix.lower() == ".mp4":
@@ -233,7 +324,12 @@ def render(settings: RenderSettings) -> RenderStats:
     return stats
 
 
-def _draw(frame: Frame, det: Detections | None, stats: RenderStats) -> Image | None:
+def _draw(
+    frame: Frame,
+    det: Detections | None,
+    labels: list[str | None] | None,
+    stats: RenderStats,
+) -> Image | None:
     try:
         image = original_frame(frame)
     except CodecError as exc:
@@ -242,9 +338,10 @@ def _draw(frame: Frame, det: Detections | None, stats: RenderStats) -> Image | N
         return None
     stats.frames += 1
     stats.statuses["NO RECORD" if det is None else det.status.value] += 1
+    stats.tracked += labels is not None
     if det is not None and det.status is FrameStatus.INFERRED:
         stats.boxes += len(det.boxes)
-    return draw_detections(image, frame, det)
+    return draw_detections(image, frame, det, labels)
 
 
 def run(settings: RenderSettings) -> int:
@@ -253,7 +350,7 @@ def run(settings: RenderSettings) -> int:
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(stats.statuses.items()))
     print(
         f"wrote {settings.out}: {stats.frames} frames of {settings.camera} ({statuses}), "
-        f"{stats.boxes} boxes drawn"
+        f"{stats.boxes} boxes drawn, {stats.tracked} frames with track ids"
         + (f", {stats.unreadable} unreadable" if stats.unreadable else "")
     )
     return 1 if stats.unreadable else 0

@@ -194,6 +194,8 @@ class StatefulRunner:
             if self._heartbeat is not None:
                 self._heartbeat()
             batch = consumer.consume(self.config.max_batch, self.config.poll_s)
+            if not self.stats.ready:
+                last_record = time.monotonic()  # idle counts from the first assignment
             if batch:
                 self._commit_batch(batch, consumer, producer)
                 last_record = time.monotonic()
