@@ -18,7 +18,7 @@ them. Per method and rate: confirmed ids per true object (ideal 1.00), id switch
 id changes between two of its detections), shared ids (an id that was given to two true
 objects), and the share of detections without a confirmed id (tentative, initializing, or
 unmatched).
-Then framebus's cost per frame with 10 boxes. A diagnostic: no baseline ratio, no goal.
+Then framebus's cost per frame with 10 and 30 boxes. A diagnostic: no baseline ratio, no goal.
 
     .venv/bin/python -m bench.diagnostics.track_matching [--scenes 20] [--objects 6]
 """
@@ -39,6 +39,7 @@ import numpy as np
 
 from bench.benchkit import parser_for, print_header
 from framebus.messages import Box, Detections, FrameStatus
+from framebus_tools.runstats import percentile
 from framebus_tracker.matching import buffered_iou, greedy_assign
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
@@ -295,8 +296,7 @@ def step_cost_us(boxes: int, frames_n: int) -> tuple[float, float]:
         started = time.perf_counter()
         tracker.step(det)
         costs.append((time.perf_counter() - started) * 1e6)
-    costs.sort()
-    return statistics.median(costs), costs[int(0.9 * len(costs))]
+    return statistics.median(costs), percentile(costs, 90)
 
 
 def methods(args: Any) -> list[tuple[str, Method]]:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
+from framebus.kafka import topics as kafka_topics
+from framebus.kafka.topics import TopicSpec
+from framebus_tools import cli
 from tests.deploy.helmutil import CI_VALUES, Helm, Rendered, find_helm
 
 
@@ -37,3 +42,35 @@ def values_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def values_path(values_name: str) -> Path | None:
     return CI_VALUES[values_name]
+
+
+TopicsStep = Callable[[Sequence[str], Mapping[str, str]], list[TopicSpec]]
+
+
+@pytest.fixture
+def run_topics_step(monkeypatch: pytest.MonkeyPatch) -> TopicsStep:
+    """Run a manifest's `framebus topics create` through the CLI; return the topics it asks for.
+
+    Kafka's admin calls are replaced: `ensure_topics` records the specs, and the broker count
+    (asked only without --replication-factor) is 1, as in compose.
+    """
+    created: list[TopicSpec] = []
+
+    def ensure_topics(_kafka: object, specs: list[TopicSpec], **_: object) -> list[str]:
+        created.extend(specs)
+        return [s.name for s in specs]
+
+    monkeypatch.setattr(kafka_topics, "ensure_topics", ensure_topics)
+    monkeypatch.setattr(kafka_topics, "broker_count", lambda _kafka: 1)
+
+    def run(argv: Sequence[str], env: Mapping[str, str]) -> list[TopicSpec]:
+        assert list(argv[:3]) == ["framebus", "topics", "create"], argv
+        for name in [n for n in os.environ if n.startswith("FRAMEBUS_")]:
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        created.clear()
+        assert cli.main(list(argv[1:])) == 0
+        return list(created)
+
+    return run

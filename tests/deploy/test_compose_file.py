@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.helmutil import REPO, Rendered
+from framebus import settings as cfg
+from framebus_tracker.settings import TrackerSettings
+from tests.deploy.conftest import TopicsStep
+from tests.deploy.helmutil import REPO, Rendered, process_env
 
 pytestmark = pytest.mark.deploy
 
@@ -154,7 +157,9 @@ def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
     assert "deploy" not in tracker  # no GPU reservation
     assert tracker["read_only"] is True
     deps = tracker["depends_on"]
-    assert deps["tracker-topics"]["condition"] == "service_completed_successfully"
+    assert set(deps) == {"topics", "otel-collector"}
+    assert deps["topics"]["condition"] == "service_completed_successfully"
+    assert "--tracker" in services["topics"]["command"]  # the step that makes its topics
     env = tracker["environment"]
     assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
     assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
@@ -162,22 +167,36 @@ def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
 
 
 def test_tracker_topics_when_created_then_changelog_has_the_detections_partition_count(
-    compose: dict[str, Any],
+    compose: dict[str, Any], run_topics_step: TopicsStep
 ) -> None:
+    """Run compose's topics step through the CLI with its env, Kafka's admin stubbed."""
     services = compose["services"]
-    topics_cmd = services["topics"]["command"]
-    detections = topics_cmd[topics_cmd.index("--detections-partitions") + 1]
-    step = services["tracker-topics"]
-    assert step["entrypoint"][:2] == ["python", "-c"]
-    assert "changelog_spec(s.tracker_changelog_topic" in step["entrypoint"][2]  # compacted
-    partitions, _replication = step["command"]
-    assert partitions == detections
+    step = services["topics"]
+    argv = [*step["entrypoint"], *step["command"]]
+    env = {k: str(v) for k, v in step["environment"].items()}
+    by_name = {s.name: s for s in run_topics_step(argv, env)}
+
+    tracker = cfg.load(
+        TrackerSettings, {k: str(v) for k, v in services["tracker"]["environment"].items()}
+    )
+    changelog = by_name[tracker.tracker_changelog_topic]
+    assert changelog.config["cleanup.policy"] == "compact"
+    detections = int(argv[argv.index("--detections-partitions") + 1])
+    assert changelog.partitions == by_name[tracker.tracks_topic].partitions == detections
 
 
 def test_tracker_topics_when_compose_and_chart_then_they_run_the_same_step(
     compose: dict[str, Any], rendered: dict[str, Rendered]
 ) -> None:
-    """The chart's step is executed by test_tracker.py; compose's must be the same code."""
+    """Both run `framebus topics create --tracker` with the tracker's topic names."""
     (job,) = rendered["default"].of_kind("Job")
-    (chart_step,) = job["spec"]["template"]["spec"]["initContainers"]
-    assert compose["services"]["tracker-topics"]["entrypoint"] == chart_step["command"]
+    (chart_step,) = job["spec"]["template"]["spec"]["containers"]
+    assert "initContainers" not in job["spec"]["template"]["spec"]
+    compose_step = compose["services"]["topics"]
+    chart_argv = [*chart_step["command"], *chart_step["args"]]
+    compose_argv = [*compose_step["entrypoint"], *compose_step["command"]]
+    assert chart_argv[:3] == compose_argv[:3] == ["framebus", "topics", "create"]
+    assert "--tracker" in chart_argv and "--tracker" in compose_argv
+    names = ("FRAMEBUS_TRACKS_TOPIC", "FRAMEBUS_TRACKER_CHANGELOG_TOPIC")
+    chart_env = process_env(chart_step)
+    assert {n: chart_env[n] for n in names} == {n: compose_step["environment"][n] for n in names}

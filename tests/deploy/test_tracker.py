@@ -3,16 +3,14 @@ the detections topic up to the partition count, and its topics created before it
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from framebus import settings as cfg
-from framebus.kafka import topics as kafka_topics
-from framebus.kafka.topics import TopicSpec
 from framebus_tracker.settings import TrackerSettings
+from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import (
     Helm,
     Rendered,
@@ -37,14 +35,15 @@ def _tracker_container(result: Rendered) -> dict[str, Any]:
     return container
 
 
-def _tracker_topics_step(result: Rendered) -> dict[str, Any]:
+def _topics_container(result: Rendered) -> dict[str, Any]:
+    """The topic Job's only container, `framebus topics create` (no init step)."""
     (job,) = result.of_kind("Job")
-    (step,) = [
-        c
-        for c in job["spec"]["template"]["spec"]["initContainers"]
-        if c["name"] == "tracker-topics"
-    ]
-    return step
+    (container,) = containers_of(job["spec"]["template"]["spec"])
+    return container
+
+
+def _topics_argv(container: dict[str, Any]) -> list[str]:
+    return [*container["command"], *container["args"]]
 
 
 def test_tracker_when_rendered_then_it_runs_the_tracker_module_from_the_decoder_image(
@@ -182,46 +181,41 @@ def test_tracker_when_disabled_then_none_of_its_objects_render(helm: Helm, tmp_p
     result = helm.render([write_values(tmp_path, values)])
     for kind in ("Deployment", "Service", "PodDisruptionBudget", "ScaledObject"):
         assert not result.of_component(kind, "tracker"), kind
-    (job,) = result.of_kind("Job")
-    assert "initContainers" not in job["spec"]["template"]["spec"]
+    topics = _topics_container(result)
+    assert "--tracker" not in topics["args"]
+    assert not {"FRAMEBUS_TRACKS_TOPIC", "FRAMEBUS_TRACKER_CHANGELOG_TOPIC"} & set(env_of(topics))
 
 
 def test_topics_job_when_tracker_enabled_then_it_creates_tracks_and_compacted_changelog(
-    rendered: dict[str, Rendered], monkeypatch: pytest.MonkeyPatch
+    rendered: dict[str, Rendered], run_topics_step: TopicsStep
 ) -> None:
-    """Run the Job's tracker step with the rendered env, Kafka's admin call replaced."""
-    step = _tracker_topics_step(rendered["gpu-keda"])
-    created: list[TopicSpec] = []
-
-    def ensure_topics(_kafka: object, specs: list[TopicSpec], **_: object) -> list[str]:
-        created.extend(specs)
-        return [s.name for s in specs]
-
-    monkeypatch.setattr(kafka_topics, "ensure_topics", ensure_topics)
-    monkeypatch.setattr(sys, "argv", ["-c", *step["args"]])
-    for name, value in process_env(step).items():
-        monkeypatch.setenv(name, value)
-    python, flag, script = step["command"]
-    assert (python, flag) == ("python", "-c")
-    exec(compile(script, "tracker-topics", "exec"), {"__name__": "__main__"})  # noqa: S102
+    """Run the Job's command line through the CLI with the rendered env, Kafka's admin stubbed."""
+    container = _topics_container(rendered["gpu-keda"])
+    assert "--tracker" in container["args"]
+    created = run_topics_step(_topics_argv(container), process_env(container))
 
     by_name = {s.name: s for s in created}
-    assert set(by_name) == {"framebus.tracks", "framebus.tracker-changelog"}
+    assert {"framebus.tracks", "framebus.tracker-changelog"} < set(by_name)
     changelog = by_name["framebus.tracker-changelog"]
     assert changelog.config["cleanup.policy"] == "compact"
     # gpu-keda: 24 frames and 12 detections partitions; the changelog follows detections.
     assert changelog.partitions == by_name["framebus.tracks"].partitions == 12
+    assert changelog.partitions == by_name["framebus.detections"].partitions
+    assert changelog.replication_factor == by_name["framebus.detections"].replication_factor
     assert "cleanup.policy" not in by_name["framebus.tracks"].config
 
 
-def test_topics_job_when_tracker_enabled_then_its_step_runs_in_the_topics_image(
-    rendered: dict[str, Rendered],
+def test_topics_job_when_tracker_topics_renamed_then_it_creates_the_names_the_tracker_reads(
+    helm: Helm, tmp_path: Path, run_topics_step: TopicsStep
 ) -> None:
-    step = _tracker_topics_step(rendered["default"])
-    (job,) = rendered["default"].of_kind("Job")
-    (main,) = job["spec"]["template"]["spec"]["containers"]
-    assert step["image"] == main["image"]
-    assert {c["name"] for c in containers_of(job["spec"]["template"]["spec"])} == {
-        "tracker-topics",
-        "topics",
-    }
+    values = {"kafka": {"topics": {"tracks": "t.tracks", "trackerChangelog": "t.changelog"}}}
+    result = helm.render([write_values(tmp_path, values)])
+    container = _topics_container(result)
+    job_names = cfg.load(TrackerSettings, process_env(container))
+    tracker = cfg.load(TrackerSettings, process_env(_tracker_container(result)))
+    assert (job_names.tracks_topic, job_names.tracker_changelog_topic) == (
+        tracker.tracks_topic,
+        tracker.tracker_changelog_topic,
+    )
+    created = {s.name for s in run_topics_step(_topics_argv(container), process_env(container))}
+    assert {"t.tracks", "t.changelog"} < created

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
 import pytest
 import yaml
-from confluent_kafka.admin import AdminClient
 
 from framebus.codec import AlertCodec, DetectionsCodec, FrameCodec, TracksCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.messages import Alert, RuleType, Tracks
+from framebus_tools.pipeline import group_caught_up
 from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 from tests.integration.conftest import TopicFactory
@@ -151,25 +150,13 @@ def _ready(services: dict[str, Service], name: str, text: str) -> None:
     wait_for(seen, 60, f"{name} logged {text!r}")
 
 
-def _last_offsets(msgs: list[Any]) -> dict[int, int]:
-    """Per partition, the offset of the last record read."""
-    last: dict[int, int] = {}
+def _last_offsets(msgs: list[Any]) -> dict[tuple[str, int], int]:
+    """Per (topic, partition), the offset of the last record read."""
+    last: dict[tuple[str, int], int] = {}
     for m in msgs:
-        last[m.partition()] = max(last.get(m.partition(), -1), m.offset())
+        key = (m.topic(), m.partition())
+        last[key] = max(last.get(key, -1), m.offset())
     return last
-
-
-def _consumed(kafka: KafkaSettings, group: str, topic: str, last: dict[int, int]) -> bool:
-    """True when `group` committed past each partition's last record.
-
-    Not "committed == end offset": a transactional topic ends with a commit marker, which a
-    consumer's committed offset never passes.
-    """
-    admin = AdminClient(kafka.client_config())
-    request = [confluent_kafka.ConsumerGroupTopicPartitions(group)]
-    tps = admin.list_consumer_group_offsets(request)[group].result(10).topic_partitions
-    committed = {tp.partition: tp.offset for tp in tps if tp.topic == topic}
-    return all(committed.get(p, -1) > offset for p, offset in last.items())
 
 
 def _stop_all(services: dict[str, Service]) -> dict[str, int]:
@@ -289,7 +276,7 @@ def test_scene_when_three_cameras_run_through_all_processes_then_ids_counts_and_
             f"{delivered} tracks records",
         )
         last = _last_offsets(read_topic(kafka, t.tracks, delivered, timeout_s=10.0))
-        wait_for(lambda: _consumed(kafka, t.alerts_group, t.tracks, last), 30, "alerts caught up")
+        wait_for(lambda: group_caught_up(kafka, t.alerts_group, last), 30, "alerts caught up")
     finally:
         codes = _stop_all(services)
     assert codes == dict.fromkeys(services, 0), {
@@ -320,6 +307,7 @@ def test_scene_when_three_cameras_run_through_all_processes_then_ids_counts_and_
             "ids per object": report.total_ids <= MAX_IDS_PER_OBJECT * report.actors_present,
             "actors tracked": report.actors_present == len(scene.actors),
             "no id switch": all(n <= 1 for n in report.switched_frames().values()),
+            "every confirmed box matched an actor": report.unmatched == 0,
             "line counts": crossings == expected_crossings,
             "one dwell alert": len(dwell) == len(dwell_all) == 1,
             "dwell timing": len(dwell) == 1

@@ -112,6 +112,12 @@ def _topics_command(args: argparse.Namespace) -> int:
     names = cfg.load(TopicSettings, os.environ, args)
     copies = args.replication_factor or replication_factor_for(broker_count(kafka))
     specs = framebus_topics(names, args.frames_partitions, args.detections_partitions, copies)
+    if args.tracker:
+        from framebus_tracker.service import tracker_topics
+        from framebus_tracker.settings import TrackerSettings
+
+        tracker = cfg.load(TrackerSettings, os.environ, args)
+        specs += tracker_topics(tracker, args.detections_partitions, copies)
     created = ensure_topics(kafka, specs)
     for spec in specs:
         state = "created" if spec.name in created else "exists"
@@ -256,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="copies of each partition; min.insync.replicas is 2 from 3 copies, else 1 "
         "(default: 3, or the number of brokers if fewer)",
+    )
+    topics.add_argument(
+        "--tracker",
+        action="store_true",
+        help="also the tracker's tracks topic and compacted changelog, with the detections "
+        "partitions (names: FRAMEBUS_TRACKS_TOPIC, FRAMEBUS_TRACKER_CHANGELOG_TOPIC)",
     )
     cfg.add_arguments(topics, KafkaSettings)
     cfg.add_arguments(topics, TopicSettings)

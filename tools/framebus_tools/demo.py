@@ -163,6 +163,7 @@ def _scene_video(settings: DemoSettings, scene: Scene) -> Path:
 
 def _ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) -> None:
     """The tracker's topics, and the alerts topic: both exist before anyone reads them."""
+    from framebus.kafka.changelog import partition_count
     from framebus_tools.alerts.consumer import AlertsSettings, alerts_topic_spec
     from framebus_tracker.service import tracker_topics
     from framebus_tracker.settings import TrackerSettings
@@ -173,7 +174,9 @@ def _ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) 
             topics=settings.topics,
             tracks_topic=names.tracks_topic,
             tracker_changelog_topic=names.tracker_changelog_topic,
-        )
+        ),
+        partition_count(settings.kafka, settings.topics.detections_topic),
+        1,  # like the demo's other topics
     )
     if alerts:
         specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic)))
@@ -397,7 +400,8 @@ def run_demo(settings: DemoSettings) -> int:
     live.show(stats, scraper.views, board)
     sheet = _render_sheet(settings, names, cameras[0].id)
     startup = _startup(processes, stats)
-    done = stats.total >= expected and board.records >= expected
+    # A service that crashed (the alerts consumer, say) fails the demo even if the records came.
+    done = stats.total >= expected and board.records >= expected and not any(codes.values())
     _summarize(stats, board, expected, out, codes, sheet, startup)
     return 0 if done else 1
 

@@ -17,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from framebus_tools.scene import RGB, SCENE_CLASS_NAMES, Scene
+from framebus_tools.synthetic import mask_extent_nodes
 
 # Per channel, on the model's 0..1 input: H.264 at crf 18 moves a flat colour by a few levels,
 # while the scene's colours, background and the letterbox pad differ by 0.3 or more somewhere.
@@ -78,27 +79,8 @@ def color_blob_model(
         helper.make_node("ReduceMax", ["mask"], ["cols"], axes=[2], keepdims=0),  # [N, K, W]
         helper.make_node("ReduceMax", ["rows"], ["any"], axes=[2], keepdims=0),  # [N, K]
     ]
-    for name, src, last in (
-        ("y1", "rows", 0),
-        ("y2", "rows", 1),
-        ("x1", "cols", 0),
-        ("x2", "cols", 1),
-    ):
-        nodes += [
-            helper.make_node(
-                "ArgMax", [src], [f"{name}_i"], axis=2, keepdims=0, select_last_index=last
-            ),
-            helper.make_node("Cast", [f"{name}_i"], [f"{name}_f"], to=f32),  # [N, K]
-        ]
+    nodes += mask_extent_nodes(keepdims=0)  # cx, cy, w, h: [N, K]
     nodes += [
-        helper.make_node("Add", ["x2_f", "one"], ["x2e"]),  # last index + 1: the exclusive edge
-        helper.make_node("Add", ["y2_f", "one"], ["y2e"]),
-        helper.make_node("Add", ["x1_f", "x2e"], ["sx"]),
-        helper.make_node("Mul", ["sx", "half"], ["cx"]),
-        helper.make_node("Add", ["y1_f", "y2e"], ["sy"]),
-        helper.make_node("Mul", ["sy", "half"], ["cy"]),
-        helper.make_node("Sub", ["x2e", "x1_f"], ["w"]),
-        helper.make_node("Sub", ["y2e", "y1_f"], ["h"]),
         helper.make_node("Unsqueeze", ["any", "ax1"], ["any3"]),  # [N, 1, K]
         helper.make_node("Mul", ["any3", "onehot"], ["scores"]),  # [N, C, K]
     ]

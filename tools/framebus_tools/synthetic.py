@@ -7,6 +7,7 @@ pixels), so the inferencer runs it exactly as it would run a user's YOLOv8 model
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,21 +64,64 @@ def _triangle(t: int, span: int) -> int:
 
 def write_square_video(path: Path, scene: MovingSquare, crf: int = 18) -> Path:
     """Encode the scene to an H.264 MP4 file with PyAV's bundled libx264."""
+    buffer = np.empty((scene.height, scene.width, 3), dtype=np.uint8)
+    frames = (scene.render(i, buffer) for i in range(scene.frames))
+    return write_h264(path, scene.width, scene.height, scene.fps, frames, crf)
+
+
+def write_h264(
+    path: Path,
+    width: int,
+    height: int,
+    fps: int,
+    frames: Iterable[npt.NDArray[np.uint8]],
+    crf: int = 18,
+) -> Path:
+    """Encode RGB frames (height, width, 3) to an H.264 MP4 file with PyAV's bundled libx264."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("libx264", rate=scene.fps)
-        stream.width = scene.width
-        stream.height = scene.height
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width = width
+        stream.height = height
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": str(crf), "preset": "ultrafast", "tune": "zerolatency"}
-        buffer = np.empty((scene.height, scene.width, 3), dtype=np.uint8)
-        for i in range(scene.frames):
-            frame = av.VideoFrame.from_ndarray(scene.render(i, buffer), format="rgb24")
-            for packet in stream.encode(frame):
+        for rgb in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def mask_extent_nodes(keepdims: int) -> list[onnx.NodeProto]:
+    """Nodes from a mask's `rows` and `cols` to its bounding box's `cx`, `cy`, `w`, `h` in pixels.
+
+    `rows` and `cols` are 1 where a row / column has a mask pixel, along axis 2. The graph needs the float scalars `one` and `half` as initializers.
+    """
+    nodes: list[onnx.NodeProto] = []
+    for name, src, last in (
+        ("y1", "rows", 0),
+        ("y2", "rows", 1),
+        ("x1", "cols", 0),
+        ("x2", "cols", 1),
+    ):
+        nodes += [
+            helper.make_node(
+                "ArgMax", [src], [f"{name}_i"], axis=2, keepdims=keepdims, select_last_index=last
+            ),
+            helper.make_node("Cast", [f"{name}_i"], [f"{name}_f"], to=TensorProto.FLOAT),
+        ]
+    return [
+        *nodes,
+        helper.make_node("Add", ["x2_f", "one"], ["x2e"]),  # last index + 1: the exclusive edge
+        helper.make_node("Add", ["y2_f", "one"], ["y2e"]),
+        helper.make_node("Add", ["x1_f", "x2e"], ["sx"]),
+        helper.make_node("Mul", ["sx", "half"], ["cx"]),
+        helper.make_node("Add", ["y1_f", "y2e"], ["sy"]),
+        helper.make_node("Mul", ["sy", "half"], ["cy"]),
+        helper.make_node("Sub", ["x2e", "x1_f"], ["w"]),
+        helper.make_node("Sub", ["y2e", "y1_f"], ["h"]),
+    ]
 
 
 def bright_square_model(
@@ -99,27 +143,8 @@ def bright_square_model(
         helper.make_node("ReduceMax", ["mask"], ["cols"], axes=[2], keepdims=0),  # [N,1,W]
         helper.make_node("ReduceMax", ["rows"], ["any"], axes=[2], keepdims=1),  # [N,1,1]
     ]
-    for name, src, last in (
-        ("y1", "rows", 0),
-        ("y2", "rows", 1),
-        ("x1", "cols", 0),
-        ("x2", "cols", 1),
-    ):
-        nodes += [
-            helper.make_node(
-                "ArgMax", [src], [f"{name}_i"], axis=2, keepdims=1, select_last_index=last
-            ),
-            helper.make_node("Cast", [f"{name}_i"], [f"{name}_f"], to=f32),  # [N,1,1]
-        ]
+    nodes += mask_extent_nodes(keepdims=1)  # cx, cy, w, h: [N,1,1]
     nodes += [
-        helper.make_node("Add", ["x2_f", "one"], ["x2e"]),  # last bright index + 1 = exclusive edge
-        helper.make_node("Add", ["y2_f", "one"], ["y2e"]),
-        helper.make_node("Add", ["x1_f", "x2e"], ["sx"]),
-        helper.make_node("Mul", ["sx", "half"], ["cx"]),
-        helper.make_node("Add", ["y1_f", "y2e"], ["sy"]),
-        helper.make_node("Mul", ["sy", "half"], ["cy"]),
-        helper.make_node("Sub", ["x2e", "x1_f"], ["w"]),
-        helper.make_node("Sub", ["y2e", "y1_f"], ["h"]),
         helper.make_node("Mul", ["any", "zero"], ["none"]),
         helper.make_node("Mul", ["any", "dup_score"], ["any_dup"]),
         helper.make_node("Add", ["cx", "two"], ["cx_dup"]),

@@ -261,7 +261,7 @@ startupProbe:
 {{- toYaml (dict "repository" ($t.repository | default $d.repository) "tag" ($t.tag | default $d.tag) "pullPolicy" ($t.pullPolicy | default $d.pullPolicy)) }}
 {{- end }}
 
-{{/* Names of the tracker's own topics, for the tracker and the topic Job's tracker step. */}}
+{{/* Names of the tracker's own topics, for the tracker and the topic Job (`topics create --tracker`). */}}
 {{- define "framebus.trackerTopicsEnv" -}}
 - name: FRAMEBUS_TRACKS_TOPIC
   value: {{ .Values.kafka.topics.tracks | quote }}

@@ -20,8 +20,8 @@ from typing import Any
 from opentelemetry import trace
 
 from framebus.codec import DetectionsCodec, TracksCodec
-from framebus.errors import CodecError, ConfigError
-from framebus.kafka.changelog import changelog_spec, partition_count
+from framebus.errors import CodecError
+from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.stateful import (
     Output,
@@ -152,30 +152,26 @@ def transactional_id(settings: TrackerSettings) -> str:
     return settings.transactional_id or f"{settings.tracker_group}-{socket.gethostname()}"
 
 
-def tracker_topics(settings: TrackerSettings) -> list[TopicSpec]:
-    """The tracks topic and the changelog, with as many partitions as the detections topic.
+def tracker_topics(settings: TrackerSettings, partitions: int, replicas: int) -> list[TopicSpec]:
+    """The tracks topic and the changelog, each with the detections topic's `partitions`.
 
     The changelog must have them: a camera's state goes to the partition with the number of the
     detections partition it came from.
     """
-    partitions = partition_count(settings.kafka, settings.topics.detections_topic)
-    replicas = replication_factor_for(broker_count(settings.kafka))
     return [
         TopicSpec(settings.tracks_topic, partitions, replicas, {"retention.ms": str(7 * DAY_MS)}),
         changelog_spec(settings.tracker_changelog_topic, partitions, replicas),
     ]
 
 
-def check_changelog(settings: TrackerSettings) -> None:
-    """Refuse a changelog with fewer partitions than the detections topic."""
-    source = partition_count(settings.kafka, settings.topics.detections_topic)
-    have = partition_count(settings.kafka, settings.tracker_changelog_topic)
-    if have < source:
-        raise ConfigError(
-            f"{settings.tracker_changelog_topic} has {have} partitions but "
-            f"{settings.topics.detections_topic} has {source}: the changelog needs one per "
-            "detections partition (recreate it, or set FRAMEBUS_TRACKER_CHANGELOG_TOPIC)"
-        )
+def ensure_tracker_topics(settings: TrackerSettings) -> None:
+    """Create the tracker's topics to fit the detections topic; refuse a changelog that does not."""
+    partitions = partition_count(settings.kafka, settings.topics.detections_topic)
+    replicas = replication_factor_for(broker_count(settings.kafka))
+    ensure_topics(settings.kafka, tracker_topics(settings, partitions, replicas))
+    check_changelog(
+        settings.kafka, settings.tracker_changelog_topic, settings.topics.detections_topic
+    )
 
 
 def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
@@ -184,8 +180,7 @@ def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
 
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-tracker", os.environ)
-    ensure_topics(settings.kafka, tracker_topics(settings))
-    check_changelog(settings)
+    ensure_tracker_topics(settings)
     stats = TrackerStats()
     processor = TrackProcessor(settings, stats)
     config = StatefulConfig(

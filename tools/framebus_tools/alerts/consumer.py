@@ -29,7 +29,7 @@ from opentelemetry import trace
 
 from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import ConfigError
-from framebus.kafka.changelog import changelog_spec, partition_count
+from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.stateful import Output, Processed, StatefulConfig, StatefulRunner, StatefulStats
@@ -246,11 +246,7 @@ def run(
     replicas = replication_factor_for(broker_count(settings.kafka))
     changelog = changelog_spec(settings.alerts_changelog_topic, partitions, replicas)
     ensure_topics(settings.kafka, [alerts_topic_spec(settings), changelog])
-    if partition_count(settings.kafka, settings.alerts_changelog_topic) < partitions:
-        raise ConfigError(
-            f"{settings.alerts_changelog_topic} has fewer partitions than {source_topic}: the "
-            "changelog needs one per source partition"
-        )
+    check_changelog(settings.kafka, settings.alerts_changelog_topic, source_topic)
     processor = AlertProcessor(rules, tracer, source, settings.alerts_topic)
     stats = AlertsStats(engine=processor.engine.stats)
     codec = AlertCodec()

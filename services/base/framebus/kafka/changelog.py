@@ -23,7 +23,7 @@ from typing import Any
 
 import confluent_kafka
 
-from framebus.errors import CodecError, KafkaError
+from framebus.errors import CodecError, ConfigError, KafkaError
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import TopicSpec
 
@@ -88,6 +88,17 @@ def partition_count(settings: KafkaSettings, topic: str, timeout_s: float = 10.0
     if meta is None or meta.error is not None or not meta.partitions:
         raise KafkaError(f"topic {topic} does not exist", "UNKNOWN_TOPIC_OR_PART")
     return len(meta.partitions)
+
+
+def check_changelog(settings: KafkaSettings, changelog: str, source_topic: str) -> None:
+    """Refuse a changelog with fewer partitions than its source topic (ConfigError)."""
+    source = partition_count(settings, source_topic)
+    have = partition_count(settings, changelog)
+    if have < source:
+        raise ConfigError(
+            f"{changelog} has {have} partitions but {source_topic} has {source}: a changelog "
+            "needs one per source partition (recreate it, or name another changelog topic)"
+        )
 
 
 class ChangelogReader:
