@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CAMERAS = [f"cam-{i}" for i in range(4)]
 FPS = 5.0
 DURATION_S = 24.0
+RESTORED = re.compile(r"restored [1-9][0-9]* states")
 RATE = 40.0  # records per second over all cameras: the run lasts about 15 s
 RULES = {
     "rules": [
@@ -80,11 +81,17 @@ def _alert_key(a: Alert) -> tuple[object, ...]:
 
 
 class _Feeder(threading.Thread):
-    """Produces the detections records at RATE per second, like a running inferencer."""
+    """Produces the detections records at RATE per second, like a running inferencer.
 
-    def __init__(self, kafka: KafkaSettings, topic: str, dets: list[Detections]) -> None:
+    Camera i goes to partition i mod `partitions` (keyed by camera, as the inferencer keys them),
+    so every partition holds cameras and a handover always moves state.
+    """
+
+    def __init__(
+        self, kafka: KafkaSettings, topic: str, dets: list[Detections], partitions: int
+    ) -> None:
         super().__init__(name="detections-feeder")
-        self.kafka, self.topic, self.dets = kafka, topic, dets
+        self.kafka, self.topic, self.dets, self.partitions = kafka, topic, dets, partitions
         self.sent = 0
 
     def run(self) -> None:
@@ -92,7 +99,8 @@ class _Feeder(threading.Thread):
         codec = DetectionsCodec()
         start = time.monotonic()
         for i, det in enumerate(self.dets):
-            producer.produce(self.topic, codec.encode(det), key=det.camera_id)
+            partition = CAMERAS.index(det.camera_id) % self.partitions
+            producer.produce(self.topic, codec.encode(det), key=det.camera_id, partition=partition)
             producer.poll(0)
             self.sent += 1
             time.sleep(max(0.0, start + (i + 1) / RATE - time.monotonic()))
@@ -135,7 +143,7 @@ def test_tracker_when_sigkilled_mid_stream_and_restarted_then_ids_equal_an_unint
     names = topics(detections_partitions=2)
     dets = _detections()
     first = _tracker(kafka, names, tmp_path, "tx-a")
-    feeder = _Feeder(kafka, names.detections_topic, dets)
+    feeder = _Feeder(kafka, names.detections_topic, dets, 2)
     feeder.start()
     wait_for(lambda: feeder.sent >= len(dets) * 0.4, 60, "detections fed")
     first.signal(signal.SIGKILL)
@@ -145,7 +153,7 @@ def test_tracker_when_sigkilled_mid_stream_and_restarted_then_ids_equal_an_unint
     got = _tracks_of(kafka, names, len(dets))
     assert second.stop() == 0, second.text()[-3000:]
     _assert_same_as_uninterrupted(got, dets)
-    assert re.search(r"restored [1-9][0-9]* states", second.text()), "nothing was restored"
+    assert RESTORED.search(second.text()), "nothing was restored"
 
 
 def test_tracker_when_a_second_instance_joins_and_leaves_then_ids_equal_an_uninterrupted_run(
@@ -154,17 +162,19 @@ def test_tracker_when_a_second_instance_joins_and_leaves_then_ids_equal_an_unint
     names = topics(detections_partitions=4)
     dets = _detections()
     first = _tracker(kafka, names, tmp_path, "tx-a")
-    feeder = _Feeder(kafka, names.detections_topic, dets)
+    feeder = _Feeder(kafka, names.detections_topic, dets, 4)
     feeder.start()
     wait_for(lambda: feeder.sent >= len(dets) * 0.25, 60, "detections fed")
     second = _tracker(kafka, names, tmp_path, "tx-b")
+    # The joining instance takes partitions over from the changelog before it leaves again.
+    wait_for(lambda: RESTORED.search(second.text()) is not None, 60, "the joiner restored states")
     wait_for(lambda: feeder.sent >= len(dets) * 0.7, 60, "detections fed")
     assert second.stop() == 0, second.text()[-3000:]
     feeder.join(120)
     got = _tracks_of(kafka, names, len(dets))
     assert first.stop() == 0, first.text()[-3000:]
     _assert_same_as_uninterrupted(got, dets)
-    assert "assigned" in second.text()
+    assert RESTORED.search(first.text()), "nothing restored after the leave"
 
 
 def test_alerts_when_sigkilled_mid_stream_and_restarted_then_no_alert_lost_or_repeated(
@@ -188,7 +198,7 @@ def test_alerts_when_sigkilled_mid_stream_and_restarted_then_no_alert_lost_or_re
     tracker = _tracker(kafka, names, tmp_path, "tx-t")
     wait_for(lambda: "assigned" in tracker.text(), 60, "tracker assigned")
     first = Service("alerts", env, tmp_path / "alerts-1.log")
-    feeder = _Feeder(kafka, names.detections_topic, dets)
+    feeder = _Feeder(kafka, names.detections_topic, dets, 2)
     feeder.start()
     wait_for(lambda: feeder.sent >= len(dets) * 0.5, 60, "detections fed")
     first.signal(signal.SIGKILL)
@@ -208,5 +218,6 @@ def test_alerts_when_sigkilled_mid_stream_and_restarted_then_no_alert_lost_or_re
 
     got = published()
     assert second.stop() == 0, second.text()[-3000:]
+    assert RESTORED.search(second.text()), "the restarted alerts consumer restored nothing"
     assert tracker.stop() == 0
     assert got == want, f"missing {want - got}, extra {got - want}"

@@ -41,3 +41,7 @@ class ModelError(FramebusError):
 
 class SourceError(FramebusError):
     """A video source could not be opened or read."""
+
+
+class StateError(FramebusError):
+    """A saved state (a changelog record) cannot be restored: another version or damaged."""

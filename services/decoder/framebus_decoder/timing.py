@@ -64,7 +64,7 @@ class RealtimePacer:
         camera's would be, instead of carrying the jitter of when the thread woke up.
         """
         if self._origin is None:
-            return time.time_ns() // 1000
+            return round(self._epoch_s() * 1_000_000)
         return round((self._epoch_origin + pts_s - self._origin[0]) * 1_000_000)
 
     def _restart(self, pts_s: float, now_s: float) -> None:

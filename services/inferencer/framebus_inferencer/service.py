@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 
 from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
-from framebus.kafka.producer import Producer
+from framebus.kafka.producer import Producer, RewindError
+from framebus.kafka.settings import instance_transactional_id
 from framebus.malloc import keep_freed_heap
 from framebus.telemetry.health import Health
 from framebus.telemetry.kafka_check import KafkaCheck
@@ -17,7 +17,7 @@ from framebus.telemetry.tracing import setup_tracing
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.model import check_input_size
-from framebus_inferencer.pipeline import Pipeline, RewindError
+from framebus_inferencer.pipeline import Pipeline
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
@@ -66,11 +66,6 @@ def build_engine(settings: InferencerSettings) -> Engine:
     return engine
 
 
-def transactional_id(settings: InferencerSettings) -> str:
-    """Stable per instance, so a restarted instance fences its previous incarnation."""
-    return settings.transactional_id or f"{settings.consumer_group}-{socket.gethostname()}"
-
-
 def run(
     settings: InferencerSettings,
     stop: threading.Event | None = None,
@@ -109,13 +104,12 @@ def _run_pipeline(
     health: Health | None = None,
 ) -> int:
     eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
-    producer_overrides = {"transactional.id": transactional_id(settings)} if eos else {}
+    txid = instance_transactional_id(settings.transactional_id, settings.consumer_group)
+    producer_overrides = {"transactional.id": txid} if eos else {}
     # Exactly-once: offsets go only through transactions; static membership lets a restarted
     # instance take its partitions back at once instead of after the session timeout.
     consumer_overrides: dict[str, object] = (
-        {"enable.auto.commit": False, "group.instance.id": transactional_id(settings)}
-        if eos
-        else {}
+        {"enable.auto.commit": False, "group.instance.id": txid} if eos else {}
     )
     rewinds = 0
     while True:

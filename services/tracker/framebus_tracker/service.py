@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections import Counter
@@ -20,9 +19,9 @@ from typing import Any
 from opentelemetry import trace
 
 from framebus.codec import DetectionsCodec, TracksCodec
-from framebus.errors import CodecError
 from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
+from framebus.kafka.settings import instance_transactional_id
 from framebus.kafka.stateful import (
     Output,
     Processed,
@@ -37,10 +36,10 @@ from framebus.kafka.topics import (
     ensure_topics,
     replication_factor_for,
 )
-from framebus.messages import FrameStatus
+from framebus.messages import FrameStatus, Tracks
 from framebus.telemetry import tracing
 from framebus_tracker.settings import TrackerSettings
-from framebus_tracker.tracker import CameraTracker, TrackerConfig, TrackerStateError
+from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
 log = logging.getLogger(__name__)
 
@@ -96,17 +95,30 @@ class TrackProcessor:
         tracker = self.trackers.get(camera)
         if tracker is None:
             tracker = self.trackers[camera] = CameraTracker(camera, self.config)
-        started = time.perf_counter()
-        tracks = tracker.step(
-            det,
-            tracked_at_us=self._clock_us(),
-            partition=_or(msg.partition(), -1),
-            offset=_or(msg.offset(), -1),
-        )
-        self.stats.step_seconds += time.perf_counter() - started
-        if tracks is None:
-            self.stats.replays[camera] += 1
-            return Processed(None)
+        # The span covers the tracking and the record it makes, and continues the frame's trace.
+        with self._tracer.start_as_current_span(
+            "framebus.track",
+            context=tracing.extract_context(msg.headers()),
+            kind=trace.SpanKind.PRODUCER,
+            attributes={"framebus.camera_id": camera, "framebus.seq": det.seq},
+        ):
+            started = time.perf_counter()
+            tracks = tracker.step(
+                det,
+                tracked_at_us=self._clock_us(),
+                partition=_or(msg.partition(), -1),
+                offset=_or(msg.offset(), -1),
+            )
+            self.stats.step_seconds += time.perf_counter() - started
+            if tracks is None:
+                self.stats.replays[camera] += 1
+                return Processed(None)
+            self._count(camera, tracks, tracker.active_tracks)
+            value = self._tracks.encode(tracks)
+            headers = tracing.inject_headers()
+        return Processed(camera, [Output(self.settings.tracks_topic, camera, value, headers)])
+
+    def _count(self, camera: str, tracks: Tracks, active: int) -> None:
         if tracks.status is FrameStatus.INFERRED:
             self.stats.frames[camera] += 1
             self.stats.objects[camera] += len(tracks.objects)
@@ -115,27 +127,15 @@ class TrackProcessor:
             )
         else:
             self.stats.not_looked_at[(camera, tracks.status.value)] += 1
-        self.stats.active_tracks[camera] = tracker.active_tracks
-        with self._tracer.start_as_current_span(
-            "framebus.track",
-            context=tracing.extract_context(msg.headers()),
-            kind=trace.SpanKind.PRODUCER,
-            attributes={"framebus.camera_id": camera, "framebus.seq": det.seq},
-        ):
-            headers = tracing.inject_headers()
-        value = self._tracks.encode(tracks)
-        return Processed(camera, [Output(self.settings.tracks_topic, camera, value, headers)])
+        self.stats.active_tracks[camera] = active
 
     def snapshot(self, key: str) -> Mapping[str, Any]:
         """The camera's tracker state."""
         return self.trackers[key].snapshot()
 
     def restore(self, key: str, state: Mapping[str, Any]) -> None:
-        """Take a camera's state from the changelog; CodecError when it cannot be read."""
-        try:
-            self.trackers[key] = CameraTracker.restore(key, self.config, state)
-        except TrackerStateError as exc:
-            raise CodecError(str(exc)) from exc
+        """Take a camera's state from the changelog; StateError when it cannot be read."""
+        self.trackers[key] = CameraTracker.restore(key, self.config, state)
 
     def forget(self, key: str) -> None:
         """Drop a camera whose partition went elsewhere."""
@@ -145,11 +145,6 @@ class TrackProcessor:
 
 def _or(value: int | None, default: int) -> int:
     return default if value is None else value
-
-
-def transactional_id(settings: TrackerSettings) -> str:
-    """Stable per instance, so a restarted instance fences its previous incarnation."""
-    return settings.transactional_id or f"{settings.tracker_group}-{socket.gethostname()}"
 
 
 def tracker_topics(settings: TrackerSettings, partitions: int, replicas: int) -> list[TopicSpec]:
@@ -176,7 +171,8 @@ def ensure_tracker_topics(settings: TrackerSettings) -> None:
 
 def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
     """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_tracker.telemetry import TrackerTelemetry
+    from framebus.telemetry.stateful import StatefulTelemetry
+    from framebus_tracker.telemetry import TrackerCollector
 
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-tracker", os.environ)
@@ -189,10 +185,22 @@ def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
         source_topic=settings.topics.detections_topic,
         changelog_topic=settings.tracker_changelog_topic,
         deadletter_topic=settings.topics.deadletter_topic,
-        transactional_id=transactional_id(settings),
+        transactional_id=instance_transactional_id(
+            settings.transactional_id, settings.tracker_group
+        ),
         stop_after_idle_s=settings.stop_after_idle_s,
     )
-    telemetry = TrackerTelemetry(settings.http_port, stats) if settings.http_port else None
+    telemetry = (
+        StatefulTelemetry(
+            settings.http_port,
+            "framebus_tracker",
+            stats.loop,
+            TrackerCollector(stats),
+            "detections",
+        )
+        if settings.http_port
+        else None
+    )
     runner = StatefulRunner(
         settings.kafka,
         config,

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from framebus.errors import ConfigError, FramebusError
+from framebus.errors import ConfigError, StateError
 from framebus.messages import Box, Detections, FrameStatus, TrackedObject, Tracks, tracks_of
 from framebus_tracker.matching import assign_in_rounds
 
@@ -56,7 +56,7 @@ US = 1_000_000
 NEW_TRACK_BUFFER = 2.0
 
 
-class TrackerStateError(FramebusError):
+class TrackerStateError(StateError):
     """A tracker snapshot cannot be restored (another version, camera, or a damaged record)."""
 
 

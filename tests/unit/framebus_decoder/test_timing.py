@@ -41,7 +41,7 @@ def test_stall_watch_when_progress_stops_then_stalled_after_timeout() -> None:
 
 def test_pacer_when_frames_are_late_or_early_then_capture_time_follows_the_files_timeline() -> None:
     pacer = RealtimePacer(epoch_s=lambda: 1000.0)
-    assert pacer.scheduled_us(5.0) > 0  # before the first frame: the clock
+    assert pacer.scheduled_us(5.0) == 1_000_000_000  # before the first frame: the clock
     pacer.wait_s(5.0, now_s=50.0)
     pacer.wait_s(5.5, now_s=50.53)  # woke 30 ms late
     assert pacer.scheduled_us(5.5) == 1_000_500_000

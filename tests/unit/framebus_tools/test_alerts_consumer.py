@@ -7,11 +7,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from framebus.codec import AlertCodec, DetectionsCodec
+from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import CodecError, ConfigError
-from framebus.messages import Box, Detections, FrameStatus
+from framebus.messages import Box, Detections, FrameStatus, TrackedObject, tracks_of
 from framebus.settings import load
-from framebus_tools.alerts.consumer import AlertProcessor, AlertsSettings, alert_json
+from framebus_tools.alerts.consumer import AlertProcessor, AlertsSettings, AlertsSource, alert_json
 from framebus_tools.alerts.rules import Rule
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -134,3 +134,16 @@ def test_processor_when_processed_then_camera_is_the_state_key_and_alerts_are_en
     restored = AlertProcessor([Rule(name="r", zone=ZONE)])
     restored.restore("cam-1", json.loads(json.dumps(processor.snapshot("cam-1"))))
     assert restored.process(detections_message(0)).outputs == []  # a replay: already seen
+
+
+def test_processor_when_reading_tracks_then_alert_names_the_detections_record_behind_it() -> None:
+    det = DetectionsCodec().decode(detections_message(0).payload)
+    processor = AlertProcessor([Rule(name="r", zone=ZONE)], source=AlertsSource.TRACKS)
+    frame = tracks_of(
+        det,
+        tuple(TrackedObject("cam-1/1/1", b, det.capture_ts_us, True, 2) for b in det.boxes),
+        detections_partition=4,
+        detections_offset=77,
+    )
+    _camera, [(alert, _)] = processor.handle(StubMessage(TracksCodec().encode(frame), off=5))
+    assert (alert.detections_partition, alert.detections_offset) == (4, 77)

@@ -4,7 +4,7 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from framebus.errors import CodecError
+from framebus.errors import StateError
 from framebus.messages import (
     Alert,
     Box,
@@ -283,7 +283,6 @@ def test_engine_when_alert_fires_then_it_carries_partition_and_offset() -> None:
     engine = AlertEngine([enter(inertia=1)])
     [alert] = engine.observe(frame(0, obj("t1", IN_XY)), partition=4, offset=99)
     assert (alert.detections_partition, alert.detections_offset) == (4, 99)
-    assert engine.cameras(4) == ["cam-1"] and engine.cameras(3) == []
     assert engine.stats.alerts_by_type["ZONE_ENTER"] == 1
 
 
@@ -357,9 +356,9 @@ def test_restore_when_rule_changed_then_its_state_starts_afresh_and_others_conti
 def test_restore_when_snapshot_foreign_then_codec_error_and_camera_unchanged() -> None:
     engine = AlertEngine([enter()])
     engine.observe(frame(0, obj("t1", IN_XY)))
-    with pytest.raises(CodecError, match="version"):
+    with pytest.raises(StateError, match="version"):
         engine.restore("cam-1", {"v": 2})
-    with pytest.raises(CodecError, match="malformed"):
+    with pytest.raises(StateError, match="malformed"):
         engine.restore("cam-1", {"v": 1, "cursor": None, "rules": {"enter": {}}})
     assert [a.seq for a in engine.observe(frame(1, obj("t1", IN_XY)))] == [1]
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from framebus.codec import DetectionsCodec, TracksCodec
-from framebus.errors import CodecError
+from framebus.errors import CodecError, StateError
 from framebus_tools.walkers import camera_detections
 from framebus_tracker.service import TrackProcessor
 from framebus_tracker.settings import TrackerSettings
@@ -46,5 +46,5 @@ def test_processor_when_record_or_state_is_unreadable_then_codec_error() -> None
     processor = TrackProcessor(TrackerSettings())
     with pytest.raises(CodecError):
         processor.process(StubMessage(b"garbage"))
-    with pytest.raises(CodecError):
+    with pytest.raises(StateError):
         processor.restore("cam-1", {"v": 99})

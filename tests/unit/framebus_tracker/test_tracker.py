@@ -1,3 +1,4 @@
+import dataclasses
 import json
 from collections.abc import Iterable
 
@@ -298,6 +299,26 @@ def test_restore_when_snapshot_json_round_trip_mid_sequence_then_same_outputs() 
         state = json.loads(json.dumps(first.snapshot()))
         restored = CameraTracker.restore("cam-1", TrackerConfig(), state)
         assert restored.last_seq == first.last_seq
+        assert run(restored, records[cut:]) == whole[cut:]
+
+
+def test_restore_when_cut_after_a_decoder_restart_then_epoch_and_counter_carry_on() -> None:
+    first_run = mixed_records()[:20]
+    # The decoder restarted: seq from 0 again, capture times 100 s later.
+    second_run = [
+        dataclasses.replace(r, seq=i, capture_ts_us=r.capture_ts_us + 100_000_000)
+        for i, r in enumerate(mixed_records()[:20])
+    ]
+    records = first_run + second_run
+    whole = run(tracker(), records)
+    epochs = {o.track_id.split("/")[1] for t in whole for o in t.objects}
+    assert len(epochs) == 2  # the restart began a new epoch
+    for cut in (21, 25, 30):
+        first = tracker()
+        run(first, records[:cut])
+        restored = CameraTracker.restore(
+            "cam-1", TrackerConfig(), json.loads(json.dumps(first.snapshot()))
+        )
         assert run(restored, records[cut:]) == whole[cut:]
 
 

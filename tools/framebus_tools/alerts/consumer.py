@@ -17,13 +17,12 @@ import enum
 import json
 import logging
 import os
-import socket
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
 
@@ -31,7 +30,7 @@ from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import ConfigError
 from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings, TopicSettings, instance_transactional_id
 from framebus.kafka.stateful import Output, Processed, StatefulConfig, StatefulRunner, StatefulStats
 from framebus.kafka.topics import (
     DAY_MS,
@@ -150,9 +149,12 @@ class AlertProcessor:
         value = msg.value() or b""
         if self.source is AlertsSource.TRACKS:
             frame = self._tracks.decode(value)
+            # An alert names the detections record behind it, which the tracks record carries.
+            where = (frame.detections_partition, frame.detections_offset)
         else:
             frame = tracks_from_detections(self._detections.decode(value))
-        alerts = self.engine.observe(frame, _or(msg.partition(), -1), _or(msg.offset(), -1))
+            where = (_or(msg.partition(), -1), _or(msg.offset(), -1))
+        alerts = self.engine.observe(frame, *where)
         if not alerts:
             return frame.camera_id, []
         parent = tracing.extract_context(msg.headers())
@@ -177,7 +179,7 @@ class AlertProcessor:
         """The stateful loop's entry: the camera whose state changed and the alert records."""
         camera, alerts = self.handle(msg)
         outputs = [
-            Output(self.alerts_topic, a.camera_id, self._alerts.encode(a), headers)
+            Output(self.alerts_topic, a.camera_id, self._alerts.encode(a), headers, made_from=a)
             for a, headers in alerts
         ]
         return Processed(camera, outputs)
@@ -219,11 +221,6 @@ def alerts_topic_spec(settings: AlertsSettings) -> TopicSpec:
     )
 
 
-def transactional_id(settings: AlertsSettings) -> str:
-    """Stable per instance, so a restarted instance fences its previous incarnation."""
-    return settings.transactional_id or f"{settings.alerts_group}-{socket.gethostname()}"
-
-
 def run(
     settings: AlertsSettings,
     stop: threading.Event | None = None,
@@ -231,7 +228,8 @@ def run(
     tracer: trace.Tracer | None = None,
 ) -> int:
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_tools.alerts.telemetry import AlertsTelemetry
+    from framebus.telemetry.stateful import StatefulTelemetry
+    from framebus_tools.alerts.telemetry import AlertsCollector
 
     if settings.rules is None:
         raise ConfigError("no rules: set FRAMEBUS_RULES (--rules rules.yaml)")
@@ -249,15 +247,20 @@ def run(
     check_changelog(settings.kafka, settings.alerts_changelog_topic, source_topic)
     processor = AlertProcessor(rules, tracer, source, settings.alerts_topic)
     stats = AlertsStats(engine=processor.engine.stats)
-    codec = AlertCodec()
 
     def committed(outputs: Sequence[Output]) -> None:
         for out in outputs:
-            alert = codec.decode(out.value)
+            alert = cast(Alert, out.made_from)  # AlertProcessor made every output
             stats.delivered[alert.rule] += 1
             sink(alert)
 
-    telemetry = AlertsTelemetry(settings.http_port, stats) if settings.http_port else None
+    telemetry = (
+        StatefulTelemetry(
+            settings.http_port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic
+        )
+        if settings.http_port
+        else None
+    )
     runner = StatefulRunner(
         settings.kafka,
         StatefulConfig(
@@ -266,7 +269,9 @@ def run(
             source_topic=source_topic,
             changelog_topic=settings.alerts_changelog_topic,
             deadletter_topic=settings.topics.deadletter_topic,
-            transactional_id=transactional_id(settings),
+            transactional_id=instance_transactional_id(
+                settings.transactional_id, settings.alerts_group
+            ),
             stop_after_idle_s=settings.stop_after_idle_s,
         ),
         processor,

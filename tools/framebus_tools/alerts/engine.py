@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from framebus.errors import CodecError, ConfigError
+from framebus.errors import ConfigError, StateError
 from framebus.messages import (
     Alert,
     Box,
@@ -113,7 +113,6 @@ class EngineStats:
 class _Camera:
     states: dict[str, RuleState]  # rule name -> state, for the rules that watch the camera
     cursor: tuple[int, int] | None = None  # (seq, capture_ts_us) of the last record
-    partition: int = -1  # of the last record observed or restored
 
 
 def _now_us() -> int:
@@ -155,10 +154,9 @@ class AlertEngine:
     def observe(self, frame: Tracks, partition: int = -1, offset: int = -1) -> list[Alert]:
         """Account for one tracks record; return the alerts it fires (usually none).
 
-        `partition` and `offset` locate the record in its topic; they go into the alerts.
+        `partition` and `offset` locate the detections record behind it; they go into the alerts.
         """
         camera = self._cameras.get(frame.camera_id) or self._new_camera(frame.camera_id)
-        camera.partition = partition
         if not self._advance(camera, frame):
             return []
         if frame.status is not FrameStatus.INFERRED:
@@ -186,37 +184,30 @@ class AlertEngine:
             },
         }
 
-    def restore(self, camera_id: str, state: Mapping[str, Any], partition: int = -1) -> None:
+    def restore(self, camera_id: str, state: Mapping[str, Any]) -> None:
         """Replace what the engine remembers about a camera with a `snapshot` of it.
 
-        Raises CodecError when the snapshot is not one this engine wrote (the camera is then left
+        Raises StateError when the snapshot is not one this engine wrote (the camera is then left
         as it was).
         """
         if state.get("v") != SNAPSHOT_VERSION:
-            raise CodecError(
+            raise StateError(
                 f"alert state of camera {camera_id!r} has version {state.get('v')!r}; this "
                 f"engine reads version {SNAPSHOT_VERSION}: drop the saved state to start afresh"
             )
         try:
             camera = self._load_camera(camera_id, state)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CodecError(
+            raise StateError(
                 f"alert state of camera {camera_id!r} is malformed ({type(exc).__name__}: {exc}); "
                 "drop the saved state to start afresh"
             ) from None
-        camera.partition = partition
         self._cameras[camera_id] = camera
         self.stats.restored[camera_id] += 1
 
     def forget(self, camera_id: str) -> None:
         """Drop a camera's state (its partition was revoked: another consumer carries on)."""
         self._cameras.pop(camera_id, None)
-
-    def cameras(self, partition: int | None = None) -> list[str]:
-        """Cameras the engine holds state for, optionally only those last seen on `partition`."""
-        return sorted(
-            c for c, s in self._cameras.items() if partition is None or s.partition == partition
-        )
 
     def _new_camera(self, camera_id: str) -> _Camera:
         camera = _Camera({r.name: r.new_state() for r in self.rules if r.applies_to(camera_id)})

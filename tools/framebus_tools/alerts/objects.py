@@ -13,8 +13,9 @@ Each rule reads the tracks of one camera, frame by frame. Choices made here (als
   ENTER fires when it becomes in, EXIT when it becomes out after having been in. A track that
   vanishes while in never exits.
 - Dwell is measured from the capture time of the first frame of the run of observations that made
-  the track "in" (so inertia does not delay the measure), and fires once per visit on the first
-  observation in the zone at which that reaches `seconds`. Becoming "out" ends the visit.
+  the track "in" (so inertia does not delay the measure), and fires on the first observation in the
+  zone at which that reaches `seconds`, at most once per track (a later visit fires again only
+  with `cooldown_s` set, once it has passed). Becoming "out" ends the visit.
 - Line direction: IN when the anchor goes from the line's left to its right, looking on screen
   from the line's first point to its second (`geometry.side` turns from negative to positive);
   OUT the other way. A crossing is a step between two observations of the track whose path meets
@@ -163,7 +164,7 @@ class DwellRule(_InZoneRule):
         return RuleType.DWELL
 
     def due(self, p: _Presence, changed: bool, inside: bool, now_us: int) -> float | None:
-        """Seconds in the zone, once per visit, when they reach `seconds` with the anchor in it."""
+        """Seconds in the zone when they reach `seconds` with the anchor in it (once a visit)."""
         in_zone_us = now_us - p.visit_start_us
         if not (p.inside and inside) or p.dwelt or in_zone_us < seconds_to_us(self.seconds):
             return None

@@ -30,6 +30,7 @@ from framebus.kafka.topics import TopicSpec
 log = logging.getLogger(__name__)
 
 CHANGELOG_VERSION = 1
+RESTORE_TIMEOUT_S = 60.0
 RESTORE_POLL_S = 0.2
 
 
@@ -42,6 +43,7 @@ class StoredState:
     source_topic: str
     source_partition: int
     source_offset: int
+    changelog_partition: int = -1  # where it was read
 
 
 def encode_state(state: Mapping[str, Any], topic: str, partition: int, offset: int) -> bytes:
@@ -50,14 +52,16 @@ def encode_state(state: Mapping[str, Any], topic: str, partition: int, offset: i
     return json.dumps(record, separators=(",", ":"), allow_nan=False).encode()
 
 
-def decode_state(key: str, value: bytes) -> StoredState:
+def decode_state(key: str, value: bytes, changelog_partition: int = -1) -> StoredState:
     """Parse a changelog value; CodecError when it is not one this version understands."""
     try:
         record = json.loads(value)
         topic, partition, offset = record["source"]
         if record["v"] != CHANGELOG_VERSION or not isinstance(record["state"], dict):
             raise CodecError(f"changelog value of {key!r} has version {record['v']!r}")
-        return StoredState(key, record["state"], str(topic), int(partition), int(offset))
+        return StoredState(
+            key, record["state"], str(topic), int(partition), int(offset), changelog_partition
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise CodecError(f"changelog value of {key!r} is not a state record: {exc}") from exc
 
@@ -104,9 +108,12 @@ def check_changelog(settings: KafkaSettings, changelog: str, source_topic: str) 
 class ChangelogReader:
     """Reads changelog partitions to their end; one instance per service, reused per assignment."""
 
-    def __init__(self, settings: KafkaSettings, topic: str, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, settings: KafkaSettings, topic: str, timeout_s: float = RESTORE_TIMEOUT_S
+    ) -> None:
         self.topic = topic
         self.timeout_s = timeout_s
+        self.undecodable = 0  # values dropped as unreadable, over the reader's life
         self._consumer = confluent_kafka.Consumer(
             {
                 **settings.client_config(),
@@ -165,9 +172,10 @@ class ChangelogReader:
             states.pop(key, None)
             return
         try:
-            states[key] = decode_state(key, value)
+            states[key] = decode_state(key, value, msg.partition())
         except CodecError as exc:
             # An unreadable state is dropped, not fatal: the key starts afresh (and says so).
+            self.undecodable += 1
             log.error("ignoring the changelog state of %s: %s", key, exc)
             states.pop(key, None)
 

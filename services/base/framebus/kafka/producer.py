@@ -36,6 +36,10 @@ class TransactionError(KafkaError):
         self.requires_abort = requires_abort
 
 
+class RewindError(KafkaError):
+    """A transaction was aborted: its records are discarded and consumption must restart."""
+
+
 class Producer:
     """Produces records; created lazily, flushed on exit."""
 
@@ -169,6 +173,18 @@ class Producer:
     def abort_transaction(self, timeout_s: float) -> None:
         """Abort the open transaction: readers never see what it produced."""
         self._transactional("abort_transaction", self.client.abort_transaction, timeout_s)
+
+    def abort_for(self, exc: KafkaError, timeout_s: float) -> RewindError:
+        """After a failed call inside a transaction: abort it and return the RewindError to raise.
+
+        Raises KafkaError instead when the failure is fatal (this producer was fenced: another
+        instance took over its transactional id), so the process stops rather than fight it.
+        A produce() refused mid-transaction (a plain KafkaError) is aborted like an abortable one.
+        """
+        if isinstance(exc, TransactionError) and not exc.requires_abort:
+            raise KafkaError(f"transaction failed: {exc}", exc.code) from exc
+        self.abort_transaction(timeout_s)
+        return RewindError(f"transaction aborted: {exc}", exc.code)
 
     def _transactional(self, name: str, call: Callable[..., Any], *args: Any) -> None:
         try:

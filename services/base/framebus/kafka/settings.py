@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,11 @@ class TopicSettings:
     deadletter_topic: str = setting(
         "framebus.deadletter", "Topic of messages that could not be processed, with the reason."
     )
+
+
+def instance_transactional_id(explicit: str | None, group: str) -> str:
+    """`explicit`, else `<group>-<hostname>`: stable per instance (a pod, a host).
+
+    So a restarted instance fences its previous incarnation and aborts its open transaction.
+    """
+    return explicit or f"{group}-{socket.gethostname()}"

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from framebus.errors import CodecError
+from framebus.errors import CodecError, KafkaError, StateError
 from framebus.kafka.changelog import ChangelogReader, encode_state
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.deadletter import dead_letter_headers
-from framebus.kafka.producer import Producer, TransactionError
+from framebus.kafka.producer import Producer, RewindError
 from framebus.kafka.protocol import Marks, MessageProto
 from framebus.kafka.settings import KafkaSettings
 
@@ -50,6 +50,7 @@ class Output:
     key: str
     value: bytes
     headers: Headers = field(default_factory=list)
+    made_from: object = None  # handed back to on_committed, so it need not decode `value`
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class KeyedProcessor(Protocol):
         ...
 
     def restore(self, key: str, state: Mapping[str, Any]) -> None:
-        """Take a state `snapshot` returned (possibly by another instance)."""
+        """Take a state `snapshot` returned (possibly by another instance); StateError if not."""
         ...
 
     def forget(self, key: str) -> None:
@@ -104,6 +105,7 @@ class StatefulStats:
     dead_letters: int = 0
     transactions: int = 0
     restored_keys: int = 0
+    restore_failures: int = 0
     restore_s: float = 0.0
     assigned: set[int] = field(default_factory=set)
     ready: bool = False
@@ -134,7 +136,8 @@ class StatefulRunner:
 
         A failed transaction is aborted and the loop starts over with fresh clients: the group's
         committed offsets and the changelog's committed states are where it resumes, so nothing
-        is lost or doubled. TransactionError once MAX_REWINDS attempts in a row failed.
+        is lost or doubled. RewindError once MAX_REWINDS attempts in a row failed; KafkaError at
+        once when the failure is fatal (this instance was fenced by another).
         """
         failures = 0
         while True:
@@ -142,7 +145,7 @@ class StatefulRunner:
             try:
                 self._run_once(stop)
                 return
-            except TransactionError as exc:
+            except RewindError as exc:
                 failures = 1 if self.stats.transactions > committed else failures + 1
                 self._forget_all()
                 if failures > MAX_REWINDS:
@@ -180,7 +183,7 @@ class StatefulRunner:
                 [c.source_topic],
                 on_assign=lambda _c, tps: self._assigned(reader, tps),
                 on_revoke=lambda _c, tps: self._revoked(tps),
-                on_lost=lambda _c, tps: self._revoked(tps),
+                on_lost=lambda _c, tps: self._revoked(tps, "lost"),
             )
             self._loop(consumer, producer, stop)
         finally:
@@ -238,12 +241,10 @@ class StatefulRunner:
                 marks, consumer.group_metadata(), TRANSACTION_TIMEOUT_S
             )
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
-        except TransactionError as exc:
-            # The outputs and states of this batch are gone with the transaction.
+        except KafkaError as exc:
+            # The outputs and states of this batch go with the aborted transaction.
             log.error("transaction failed: %s", exc)
-            if exc.requires_abort:
-                producer.abort_transaction(TRANSACTION_TIMEOUT_S)
-            raise
+            raise producer.abort_for(exc, TRANSACTION_TIMEOUT_S) from exc
         self.stats.transactions += 1
         self.stats.outputs += len(published)
         if self._on_committed is not None and published:
@@ -265,17 +266,21 @@ class StatefulRunner:
     def _assigned(self, reader: ChangelogReader, tps: Sequence[Any]) -> None:
         partitions = [tp.partition for tp in tps]
         started = time.monotonic()
-        states = reader.read(partitions)
-        for key, stored in states.items():
+        restored, undecodable = 0, reader.undecodable
+        for key, stored in reader.read(partitions).items():
             try:
                 self.processor.restore(key, stored.state)
-            except CodecError as exc:
-                # Not fatal: the key starts afresh, and the log says so.
+            except StateError as exc:
+                # Not fatal: the key starts afresh, and the log and a counter say so.
+                self.stats.restore_failures += 1
                 log.error("cannot restore the state of %s, starting it afresh: %s", key, exc)
                 continue
-            self._owned.setdefault(stored.source_partition, set()).add(key)
+            # Owned by the partition it was read from: the one a revocation names.
+            self._owned.setdefault(stored.changelog_partition, set()).add(key)
+            restored += 1
         elapsed = time.monotonic() - started
-        self.stats.restored_keys += len(states)
+        self.stats.restore_failures += reader.undecodable - undecodable
+        self.stats.restored_keys += restored
         self.stats.restore_s += elapsed
         self.stats.assigned.update(partitions)
         self.stats.ready = True
@@ -283,13 +288,13 @@ class StatefulRunner:
             "assigned %s partitions %s; restored %d states in %.2f s",
             self.config.source_topic,
             partitions,
-            len(states),
+            restored,
             elapsed,
         )
 
-    def _revoked(self, tps: Sequence[Any]) -> None:
+    def _revoked(self, tps: Sequence[Any], how: str = "revoked") -> None:
         for tp in tps:
             for key in self._owned.pop(tp.partition, set()):
                 self.processor.forget(key)
             self.stats.assigned.discard(tp.partition)
-        log.info("revoked %s partitions %s", self.config.source_topic, [tp.partition for tp in tps])
+        log.info("%s %s partitions %s", how, self.config.source_topic, [tp.partition for tp in tps])

@@ -10,7 +10,6 @@
 - `runner`: `Pipeline`, which starts the three threads and reports the first failure
 """
 
-from framebus_inferencer.pipeline.publish import RewindError
 from framebus_inferencer.pipeline.runner import Pipeline
 
-__all__ = ["Pipeline", "RewindError"]
+__all__ = ["Pipeline"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from framebus.errors import DeliveryError, KafkaError
+from framebus.errors import DeliveryError
 from framebus.kafka.producer import Producer, TransactionError
 from framebus_inferencer.pipeline.control import Control, wall_us
 from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue
@@ -29,10 +29,6 @@ PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyw
 # before it says so and waits again: librdkafka itself gives up after message.timeout.ms.
 QUEUE_ROOM_S = 30.0
 ACK_WAIT_S = 30.0
-
-
-class RewindError(KafkaError):
-    """A transaction was aborted: results were discarded and consumption must restart."""
 
 
 class Publisher:
@@ -137,7 +133,4 @@ class Publisher:
 
     def _abort(self, exc: TransactionError) -> None:
         self._txn_open = False
-        if exc.requires_abort:
-            self.producer.abort_transaction(TXN_TIMEOUT_S)
-            raise RewindError(f"transaction aborted: {exc}", exc.code) from exc
-        raise KafkaError(f"transaction failed: {exc}", exc.code) from exc
+        raise self.producer.abort_for(exc, TXN_TIMEOUT_S) from exc
