@@ -41,6 +41,7 @@ import numpy as np
 
 from framebus.errors import ConfigError, StateError
 from framebus.messages import Box, Detections, FrameStatus, TrackedObject, Tracks, tracks_of
+from framebus.sequence import Arrival, arrival
 from framebus_tracker.matching import assign_in_rounds
 
 SNAPSHOT_VERSION = 1
@@ -167,15 +168,17 @@ class CameraTracker:
         """One detections record in, one tracks record out; None for a replay (skip it)."""
         if det.camera_id != self.camera_id:
             raise ValueError(f"tracker of {self.camera_id!r} got a record of {det.camera_id!r}")
+        last = None if self._last_seq is None else (self._last_seq, self._last_capture_us)
         missing = 0
-        if self._last_seq is None:
-            self._start(det.capture_ts_us // US)
-        elif det.seq <= self._last_seq:
-            if det.capture_ts_us <= self._last_capture_us:
+        match arrival(last, det.seq, det.capture_ts_us):
+            case Arrival.REPLAY:
                 return None
-            self._start(max(det.capture_ts_us // US, self._epoch + 1))
-        elif det.seq > self._last_seq + 1:
-            missing = det.seq - self._last_seq - 1
+            case Arrival.FIRST:
+                self._start(det.capture_ts_us // US)
+            case Arrival.RESTART:
+                self._start(max(det.capture_ts_us // US, self._epoch + 1))
+            case Arrival.NEXT if last is not None:
+                missing = det.seq - last[0] - 1
         self._last_seq, self._last_capture_us = det.seq, det.capture_ts_us
         objects = self._track(det) if det.status is FrameStatus.INFERRED else ()
         return tracks_of(

@@ -38,6 +38,7 @@ from framebus.messages import (
     ZoneAnchor,
     tracks_of,
 )
+from framebus.sequence import Arrival, arrival
 
 ALL_CAMERAS = "*"
 SNAPSHOT_VERSION = 1
@@ -227,11 +228,11 @@ class AlertEngine:
         return camera
 
     def _advance(self, camera: _Camera, frame: Tracks) -> bool:
-        cursor = camera.cursor
-        if cursor is not None and frame.seq <= cursor[0]:
-            if frame.capture_ts_us <= cursor[1]:
-                self.stats.replays[frame.camera_id] += 1
-                return False
+        seen = arrival(camera.cursor, frame.seq, frame.capture_ts_us)
+        if seen is Arrival.REPLAY:
+            self.stats.replays[frame.camera_id] += 1
+            return False
+        if seen is Arrival.RESTART:
             self.stats.restarts[frame.camera_id] += 1
             for state in camera.states.values():
                 state.restart()
