@@ -141,10 +141,14 @@ def fresh_topics(kafka: KafkaSettings, partitions: int, prefix: str = "bench") -
     return names
 
 
-def delete_topics(kafka: KafkaSettings, names: TopicSettings) -> None:
-    """Drop a run's topics: 960 frames are 1.2 GB of broker log."""
+def delete_topics(kafka: KafkaSettings, names: TopicSettings | Sequence[str]) -> None:
+    """Drop a run's topics (960 frames are 1.2 GB of broker log); ones never created are fine."""
     admin = AdminClient(kafka.client_config())
-    topics = [names.frames_topic, names.detections_topic, names.deadletter_topic]
+    topics = (
+        [names.frames_topic, names.detections_topic, names.deadletter_topic]
+        if isinstance(names, TopicSettings)
+        else list(names)
+    )
     for future in admin.delete_topics(topics, request_timeout=30).values():
         with contextlib.suppress(confluent_kafka.KafkaException):  # already gone: nothing to do
             future.result(30)

@@ -33,7 +33,6 @@ Goal: service / bare loop >= 0.80 (median of per-run ratios); the latency has no
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import io
 import json
@@ -54,10 +53,10 @@ from typing import Any
 
 import confluent_kafka
 import numpy as np
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from bench.benchkit import (
     add_bootstrap_argument,
+    delete_topics,
     parser_for,
     print_header,
     print_median_ratio,
@@ -155,11 +154,7 @@ class RunTopics:
 
     def delete(self, kafka: KafkaSettings) -> None:
         """Drop the run's topics."""
-        admin = AdminClient(kafka.client_config())
-        topics = [self.detections, self.deadletter, self.tracks, self.changelog]
-        for future in admin.delete_topics(topics, request_timeout=30).values():
-            with contextlib.suppress(confluent_kafka.KafkaException):  # never created: fine
-                future.result(30)
+        delete_topics(kafka, [self.detections, self.deadletter, self.tracks, self.changelog])
 
     def settings(self, kafka: KafkaSettings, stop_after_idle_s: float) -> TrackerSettings:
         """The tracker's settings for these topics."""

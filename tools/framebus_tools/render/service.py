@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import av
 import confluent_kafka
@@ -140,46 +140,46 @@ def read_topic_to_end(
                     del ends[tp.partition]
 
 
-def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detections]:
-    """The camera's detections records by seq (the latest record wins on a replay)."""
-    codec = DetectionsCodec()
+class _Sequenced(Protocol):
+    @property
+    def seq(self) -> int: ...
+
+
+R = TypeVar("R", bound=_Sequenced)
+
+
+def _by_seq(
+    settings: RenderSettings, topic: str, camera: str, decode: Callable[[bytes], R]
+) -> dict[int, R]:
+    """The camera's records of `topic` by seq (the latest record wins on a replay)."""
     key = camera.encode()
-    by_seq: dict[int, Detections] = {}
+    by_seq: dict[int, R] = {}
     for msg in read_topic_to_end(
-        settings.kafka,
-        settings.topics.detections_topic,
-        settings.read_idle_s,
-        lambda m: m.key() == key,
+        settings.kafka, topic, settings.read_idle_s, lambda m: m.key() == key
     ):
         try:
-            det = codec.decode(msg.value() or b"")
+            record = decode(msg.value() or b"")
         except CodecError as exc:
-            log.warning("skipping an unreadable detections record: %s", exc)
+            log.warning("skipping an unreadable record of %s: %s", topic, exc)
             continue
-        by_seq[det.seq] = det
+        by_seq[record.seq] = record
     return by_seq
+
+
+def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detections]:
+    """The camera's detections records by seq (the latest record wins on a replay)."""
+    return _by_seq(settings, settings.topics.detections_topic, camera, DetectionsCodec().decode)
 
 
 def read_tracks(settings: RenderSettings, camera: str) -> dict[int, Tracks]:
     """The camera's tracks records by seq; none when the tracks topic does not exist (auto)."""
-    codec = TracksCodec()
-    key = camera.encode()
-    by_seq: dict[int, Tracks] = {}
     try:
-        for msg in read_topic_to_end(
-            settings.kafka, settings.tracks_topic, settings.read_idle_s, lambda m: m.key() == key
-        ):
-            try:
-                tracks = codec.decode(msg.value() or b"")
-            except CodecError as exc:
-                log.warning("skipping an unreadable tracks record: %s", exc)
-                continue
-            by_seq[tracks.seq] = tracks
+        return _by_seq(settings, settings.tracks_topic, camera, TracksCodec().decode)
     except TopicMissingError:
         if settings.render_source is RenderSource.TRACKS:
             raise
         log.info("no tracks topic %s: drawing detections", settings.tracks_topic)
-    return by_seq
+        return {}
 
 
 def as_detections(tracks: Tracks) -> tuple[Detections, list[str | None]]:
