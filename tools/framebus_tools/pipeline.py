@@ -112,6 +112,24 @@ def group_caught_up(kafka: KafkaSettings, group: str, seen: Mapping[tuple[str, i
     return all(committed.get(key, -1) > offset for key, offset in seen.items())
 
 
+class AlertsCaughtUp:
+    """Whether the alerts consumer committed every tracks record read so far (asked 2x a second).
+
+    `seen` is the caller's live map of the last offset read per (topic, partition).
+    """
+
+    def __init__(self, kafka: KafkaSettings, group: str, seen: dict[tuple[str, int], int]) -> None:
+        self._kafka, self._group, self._seen = kafka, group, seen
+        self._next = 0.0
+
+    def __call__(self) -> bool:
+        """`group_caught_up` on a copy of `seen`; False without asking within 0.5 s of the last ask."""
+        if time.monotonic() < self._next:
+            return False
+        self._next = time.monotonic() + 0.5
+        return group_caught_up(self._kafka, self._group, dict(self._seen))
+
+
 _ELECTING = {
     confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
     confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
@@ -346,3 +364,20 @@ def watch_messages(
         if time.monotonic() >= next_tick:
             tick()
             next_tick = time.monotonic() + tick_every_s
+
+
+def drain(
+    consumer: confluent_kafka.Consumer,
+    on_message: Callable[[confluent_kafka.Message], None],
+    quiet_s: float = 0.5,
+    max_s: float = 3.0,
+) -> None:
+    """Read what is left until nothing arrives for `quiet_s`, for at most `max_s`.
+
+    The bound matters after a timeout, when the decoder may still be publishing.
+    """
+    end = time.monotonic() + max_s
+    while time.monotonic() < end and (messages := consumer.consume(256, quiet_s)):
+        for msg in messages:
+            if msg.error() is None:
+                on_message(msg)

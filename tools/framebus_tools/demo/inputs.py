@@ -1,0 +1,168 @@
+"""The demo's settings, its topic and group names, and its inputs: video, model, rules, services."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.topics import ensure_topics
+from framebus.settings import check, setting
+from framebus_tools.pipeline import ServiceProcess
+from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
+from framebus_tools.scene_model import write_color_blob_model
+
+# The colour detector at 320x320: a quarter of its cost at 640 (the demo shares 2 cores among four
+# services), and the 1280x720 scene's boxes still come back within a few pixels.
+SCENE_MODEL_INPUT = 320
+DWELL_S = 2.0
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Settings of `framebus demo`."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    topics: TopicSettings = field(default_factory=TopicSettings)
+    cameras: int = setting(3, "Number of simulated cameras (each playing the generated scene).")
+    frames_per_camera: int = setting(
+        50, "Frames each camera publishes before the demo ends (10 s at 5 fps)."
+    )
+    target_fps: float = setting(5.0, "Frames per second sampled from each camera.")
+    video: Path | None = setting(
+        None, "Video to use instead of the generated scene (then no alert rules run)."
+    )
+    model_path: Path | None = setting(
+        None, "YOLOv8 ONNX model to use instead of the generated one (then no alert rules run)."
+    )
+    output_dir: Path = setting(Path("demo-output"), "Where generated files and results go.")
+    start_kafka: bool = setting(True, "Start the embedded local Kafka if nothing answers.")
+    timeout_s: float = setting(150.0, "Give up if the pipeline has not finished after this long.")
+
+    def __post_init__(self) -> None:
+        check(1 <= self.cameras <= 128, "cameras", "must be between 1 and 128")
+        check(self.frames_per_camera >= 1, "frames_per_camera", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class DemoNames:
+    """Topics and groups of the demo's tracker and alerts, named after its detections topic.
+
+    Stable for a given detections topic, so a re-run resumes the groups where the last run left
+    off (no old record is processed again) and restores the cameras' states: the cameras' seqs
+    restart at 0 with newer capture times, which the tracker and the rules take for a decoder
+    restart. Line counts are running counts and carry on; the summary counts this run's crossings.
+    """
+
+    tracks_topic: str
+    alerts_topic: str
+    tracker_group: str
+    tracker_changelog_topic: str
+    alerts_group: str
+    alerts_changelog_topic: str
+
+
+def demo_names(topics: TopicSettings) -> DemoNames:
+    """`framebus.tracks`, `framebus.alerts`, ... for the default `framebus.detections`."""
+    prefix = topics.detections_topic.removesuffix(".detections")
+    return DemoNames(
+        tracks_topic=f"{prefix}.tracks",
+        alerts_topic=f"{prefix}.alerts",
+        tracker_group=f"{prefix}-demo-tracker",
+        tracker_changelog_topic=f"{prefix}.demo-tracker-changelog",
+        alerts_group=f"{prefix}-demo-alerts",
+        alerts_changelog_topic=f"{prefix}.demo-alerts-changelog",
+    )
+
+
+@dataclass(frozen=True)
+class DemoInputs:
+    """What the cameras play, the model, and the alert rules (None: no `framebus alerts`)."""
+
+    videos: list[Path]
+    model: Path
+    rules: Path | None
+
+
+def prepare_inputs(settings: DemoSettings) -> DemoInputs:
+    """The scene's video (every camera plays it), its colour detector and its alert rules."""
+    out = settings.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    scene = default_scene()
+    video = settings.video or _scene_video(settings, scene)
+    model = settings.model_path or write_color_blob_model(
+        out / "scene-colour-blob-yolov8.onnx", scene, SCENE_MODEL_INPUT
+    )
+    rules = None
+    if settings.video is None and settings.model_path is None:  # the rules fit the scene only
+        rules = out / "scene-rules.yaml"
+        document = scene_rules_document(scene, dwell_s=DWELL_S)
+        rules.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return DemoInputs([video] * settings.cameras, model, rules)
+
+
+def _scene_video(settings: DemoSettings, scene: Scene) -> Path:
+    """The part of the scene the run plays (all of it when it plays longer: then it loops)."""
+    seconds = min(scene.duration_s, settings.frames_per_camera / settings.target_fps + 1.0)
+    digest = hashlib.sha256(repr(scene).encode()).hexdigest()[:8]  # a changed scene: a new file
+    video = settings.output_dir / f"scene-{digest}-{seconds:g}s-720p.mp4"
+    if not video.exists():
+        print(f"generating {video.name} (1280x720 H.264, {seconds:g} s) ...", flush=True)
+        write_scene_video(video, scene, end_s=seconds)
+    return video
+
+
+def ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) -> None:
+    """The tracker's topics, and the alerts topic: both exist before anyone reads them."""
+    from framebus.kafka.changelog import partition_count
+    from framebus_tools.alerts.consumer import AlertsSettings, alerts_topic_spec
+    from framebus_tracker.service import tracker_topics
+    from framebus_tracker.settings import TrackerSettings
+
+    specs = tracker_topics(
+        TrackerSettings(
+            kafka=settings.kafka,
+            topics=settings.topics,
+            tracks_topic=names.tracks_topic,
+            tracker_changelog_topic=names.tracker_changelog_topic,
+        ),
+        partition_count(settings.kafka, settings.topics.detections_topic),
+        1,  # like the demo's other topics
+    )
+    if alerts:
+        specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic)))
+    ensure_topics(settings.kafka, specs)
+
+
+def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:
+    """`framebus track` and, with rules, `framebus alerts` on the tracks."""
+    idle = {"FRAMEBUS_STOP_AFTER_IDLE_S": "30"}  # no orphan outlives the demo for long
+    tracker = ServiceProcess(
+        "tracker",
+        "track",
+        {
+            **idle,
+            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
+            "FRAMEBUS_TRACKER_GROUP": names.tracker_group,
+            "FRAMEBUS_TRACKER_CHANGELOG_TOPIC": names.tracker_changelog_topic,
+        },
+    )
+    if rules is None:
+        return [tracker]
+    alerts = ServiceProcess(
+        "alerts",
+        "alerts",
+        {
+            **idle,
+            "FRAMEBUS_RULES": str(rules),
+            "FRAMEBUS_ALERTS_SOURCE": "tracks",
+            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
+            "FRAMEBUS_ALERTS_TOPIC": names.alerts_topic,
+            "FRAMEBUS_ALERTS_GROUP": names.alerts_group,
+            "FRAMEBUS_ALERTS_CHANGELOG_TOPIC": names.alerts_changelog_topic,
+        },
+    )
+    return [tracker, alerts]
