@@ -214,10 +214,13 @@ def source_of(settings: AlertsSettings, rules: Sequence[Any]) -> AlertsSource:
     return wanted
 
 
-def alerts_topic_spec(settings: AlertsSettings) -> TopicSpec:
-    """The alerts topic: small records, kept for 30 days."""
+def alerts_topic_spec(settings: AlertsSettings, replicas: int) -> TopicSpec:
+    """The alerts topic: small records, kept for 30 days, with `replicas` copies."""
     return TopicSpec(
-        settings.alerts_topic, settings.alerts_partitions, 1, {"retention.ms": str(30 * DAY_MS)}
+        settings.alerts_topic,
+        settings.alerts_partitions,
+        replicas,
+        {"retention.ms": str(30 * DAY_MS)},
     )
 
 
@@ -243,7 +246,7 @@ def run(
     partitions = partition_count(settings.kafka, source_topic)
     replicas = replication_factor_for(broker_count(settings.kafka))
     changelog = changelog_spec(settings.alerts_changelog_topic, partitions, replicas)
-    ensure_topics(settings.kafka, [alerts_topic_spec(settings), changelog])
+    ensure_topics(settings.kafka, [alerts_topic_spec(settings, replicas), changelog])
     check_changelog(settings.kafka, settings.alerts_changelog_topic, source_topic)
     processor = AlertProcessor(rules, tracer, source, settings.alerts_topic)
     stats = AlertsStats(engine=processor.engine.stats)

@@ -133,7 +133,7 @@ def ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) -
         1,  # like the demo's other topics
     )
     if alerts:
-        specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic)))
+        specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic), 1))
     ensure_topics(settings.kafka, specs)
 
 
