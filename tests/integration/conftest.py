@@ -15,6 +15,7 @@ import pytest
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import broker_reachable, ensure_topics, framebus_topics
 from framebus_tools.localkafka import LocalKafka
+from tests.integration.liveserver import LiveLauncher
 from tests.integration.rtsp import rtsp_available
 
 TEST_KAFKA_PORT = int(os.environ.get("FRAMEBUS_TEST_KAFKA_PORT", "29092"))
@@ -58,3 +59,11 @@ def rtsp_server_available() -> None:
             "needs GStreamer's RTSP server for the system Python: run "
             "scripts/install-test-deps.sh as root (apt-get install $(cat scripts/system-packages.txt))"
         )
+
+
+@pytest.fixture
+def launch_live(kafka: KafkaSettings) -> Iterator[LiveLauncher]:
+    """Starts `framebus live` on a test's topics; every one is stopped when the test ends."""
+    launcher = LiveLauncher(kafka)
+    yield launcher
+    launcher.stop_all()

@@ -88,6 +88,17 @@ def _cameras_file(path: Path, video: Path) -> Path:
     return path
 
 
+def start_decoder(kafka: KafkaSettings, names: TopicSettings, cameras: Path, logs: Path) -> Service:
+    """`framebus decoder` on a cameras file, letterboxing to the colour model's input."""
+    return Service(
+        "decoder",
+        service_env(
+            kafka, names, cameras_file=cameras, input_width=INPUT_SIZE, input_height=INPUT_SIZE
+        ),
+        logs / "decoder.log",
+    )
+
+
 def _start_consumers(
     kafka: KafkaSettings, t: Topics, rules: Path, model: Path, logs: Path
 ) -> dict[str, Service]:
@@ -253,17 +264,8 @@ def test_scene_when_three_cameras_run_through_all_processes_then_ids_counts_and_
 
     services = _start_consumers(kafka, t, rules, model, tmp_path)
     try:
-        services["decoder"] = decoder = Service(
-            "decoder",
-            service_env(
-                kafka,
-                t.names,
-                cameras_file=_cameras_file(tmp_path / "cameras.yaml", video),
-                input_width=INPUT_SIZE,
-                input_height=INPUT_SIZE,
-            ),
-            tmp_path / "decoder.log",
-        )
+        cameras = _cameras_file(tmp_path / "cameras.yaml", video)
+        services["decoder"] = decoder = start_decoder(kafka, t.names, cameras, tmp_path)
         assert decoder.wait(60) == 0, decoder.text()[-3000:]
         counters = decoder_summary(decoder)
         delivered = sum(c.get("delivered", 0) for c in counters.values())

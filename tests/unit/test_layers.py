@@ -19,6 +19,7 @@ PACKAGES = {
     "framebus_decoder": (REPO / "services" / "decoder" / "framebus_decoder", 1),
     "framebus_inferencer": (REPO / "services" / "inferencer" / "framebus_inferencer", 1),
     "framebus_tracker": (REPO / "services" / "tracker" / "framebus_tracker", 1),
+    "framebus_live": (REPO / "services" / "live" / "framebus_live", 1),
     "framebus_tools": (REPO / "tools" / "framebus_tools", 2),
 }
 

@@ -85,7 +85,11 @@ def test_wheel_when_built_then_matplotlib_and_tqdm_come_only_with_the_tools_extr
 
 @pytest.mark.parametrize(
     ("module", "flag"),
-    [("framebus_decoder", "--camera-url"), ("framebus_inferencer", "--max-batch")],
+    [
+        ("framebus_decoder", "--camera-url"),
+        ("framebus_inferencer", "--max-batch"),
+        ("framebus_live", "--tile-fps"),
+    ],
 )
 def test_service_entry_point_when_tools_extra_missing_then_help_exits_0(
     module: str, flag: str

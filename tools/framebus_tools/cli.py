@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from framebus_tools.localkafka import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
-# `..._tracker`); the CLI hands them their arguments, so both ways of starting a service run the
+# `..._tracker`, `..._live`); the CLI hands them their arguments, so both ways of starting a service run the
 # same code.
 SERVICES = {
     "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
@@ -27,6 +27,8 @@ SERVICES = {
     "(python -m framebus_inferencer)",
     "track": "give every detection a stable track id and publish tracks "
     "(python -m framebus_tracker)",
+    "live": "serve a web page of every camera with its boxes, figures and alerts "
+    "(python -m framebus_live)",
 }
 
 
@@ -126,7 +128,7 @@ def _topics_command(args: argparse.Namespace) -> int:
 
 
 def _service_main(name: str, argv: Sequence[str]) -> int:
-    """`framebus decoder|inferencer|track ...`: the service's own entry point, so one code path."""
+    """`framebus decoder|inferencer|track|live ...`: the service's own entry point, one code path."""
     prog = f"framebus {name}"
     if name == "decoder":
         from framebus_decoder.__main__ import main as decoder_main
@@ -136,6 +138,10 @@ def _service_main(name: str, argv: Sequence[str]) -> int:
         from framebus_tracker.__main__ import main as tracker_main
 
         return tracker_main(argv, prog)
+    if name == "live":
+        from framebus_live.__main__ import main as live_main
+
+        return live_main(argv, prog)
     from framebus_inferencer.__main__ import main as inferencer_main
 
     return inferencer_main(argv, prog)

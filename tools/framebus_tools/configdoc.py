@@ -21,6 +21,7 @@ def configuration_reference() -> str:
     """The whole reference as Markdown."""
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
+    from framebus_live.settings import LiveSettings
     from framebus_tools.alerts.consumer import AlertsSettings
     from framebus_tools.demo import DemoSettings
     from framebus_tools.perf.loadtest import LoadtestSettings
@@ -32,6 +33,7 @@ def configuration_reference() -> str:
         "decoder": DecoderSettings,
         "inferencer": InferencerSettings,
         "track": TrackerSettings,
+        "live": LiveSettings,
         "demo": DemoSettings,
         "alerts": AlertsSettings,
         "render": RenderSettings,

@@ -208,7 +208,7 @@ class PipelineProcesses:
         Ready means warmed up and partitions assigned, so no frame waits for a cold service.
         """
         ports = {
-            name: self._envs[name].setdefault("FRAMEBUS_HTTP_PORT", str(_free_port()))
+            name: self._envs[name].setdefault("FRAMEBUS_HTTP_PORT", str(free_port()))
             for name in [*self._consumers, "decoder"]
         }
         self.decoder_metrics_url = f"http://127.0.0.1:{ports['decoder']}/metrics"
@@ -268,7 +268,8 @@ class PipelineProcesses:
         self.stop()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nothing listens on now, on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

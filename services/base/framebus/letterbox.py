@@ -1,15 +1,21 @@
 """Letterbox geometry: fit a frame into the model's square input keeping its aspect ratio.
 
 Pure arithmetic shared by the decoder (forward map, when it resizes) and the inferencer (inverse
-map, when it turns model-space boxes back into original pixels).
+map, when it turns model-space boxes back into original pixels); `letterbox_window` cuts the
+picture back out of a frame record for whoever shows it (`framebus render`, `framebus live`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from framebus.compression import decompress
+from framebus.errors import CodecError
+from framebus.messages import Frame, TensorLayout
 
 PAD_VALUE = 114  # grey used by the YOLO family for padding; the models are trained with it
 
@@ -63,3 +69,27 @@ def boxes_to_original(
     np.clip(out[:, 0::2], 0, orig_width, out=out[:, 0::2])
     np.clip(out[:, 1::2], 0, orig_height, out=out[:, 1::2])
     return out
+
+
+def letterbox_window(frame: Frame) -> npt.NDArray[np.uint8]:
+    """The picture inside a frame's letterbox (HWC uint8, model-input pixels): padding cut off.
+
+    It covers the whole original frame, so original pixel x maps to x * width / orig_width of it.
+    CodecError when the tensor does not match the record's shape.
+    """
+    raw = decompress(frame.compression, frame.tensor, max_bytes=math.prod(frame.shape))
+    if frame.dtype != "uint8" or len(raw) != math.prod(frame.shape) or len(frame.shape) != 3:
+        raise CodecError(
+            f"frame {frame.camera_id}#{frame.seq}: tensor of {len(raw)} B does not match "
+            f"shape {frame.shape} {frame.dtype}"
+        )
+    tensor = np.frombuffer(raw, np.uint8).reshape(frame.shape)
+    if frame.layout is TensorLayout.CHW:
+        tensor = tensor.transpose(1, 2, 0)
+    in_h, in_w = tensor.shape[:2]
+    # The decoder resized to round(orig * scale) and centred it with pad_x/pad_y on the left/top.
+    w = min(in_w - frame.pad_x, round(frame.orig_width * frame.scale))
+    h = min(in_h - frame.pad_y, round(frame.orig_height * frame.scale))
+    if w <= 0 or h <= 0 or frame.pad_x < 0 or frame.pad_y < 0:
+        raise CodecError(f"frame {frame.camera_id}#{frame.seq}: letterbox outside its tensor")
+    return tensor[frame.pad_y : frame.pad_y + h, frame.pad_x : frame.pad_x + w]

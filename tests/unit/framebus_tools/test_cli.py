@@ -8,7 +8,8 @@ from framebus_tools.cli import main
 
 
 @pytest.mark.parametrize(
-    ("service", "flag"), [("decoder", "--camera-url"), ("inferencer", "--model-path")]
+    ("service", "flag"),
+    [("decoder", "--camera-url"), ("inferencer", "--model-path"), ("live", "--live-source")],
 )
 def test_cli_when_service_help_then_the_service_entry_point_answers_as_framebus_service(
     service: str, flag: str, capsys: pytest.CaptureFixture[str]

@@ -102,6 +102,7 @@ class Live:
     live: bool = field(default_factory=sys.stdout.isatty)
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=10))
     recent_alerts: deque[str] = field(default_factory=lambda: deque(maxlen=6))
+    banner: str = ""  # a line kept above the tables (the live page's URL)
 
     def record(self, line: str) -> None:
         """Show one tracks record's line."""
@@ -118,6 +119,8 @@ class Live:
     def show(self, stats: RunStats, inputs: dict[str, DecoderView], board: TracksBoard) -> None:
         """Print the tables (and, on a terminal, the latest lines) once more."""
         tables = stats.table(inputs) + "\n\n" + board.table()
+        if self.banner:
+            tables = self.banner + "\n\n" + tables
         if self.live:
             sys.stdout.write(
                 "\x1b[H\x1b[2J"

@@ -41,10 +41,14 @@ class DemoSettings:
     output_dir: Path = setting(Path("demo-output"), "Where generated files and results go.")
     start_kafka: bool = setting(True, "Start the embedded local Kafka if nothing answers.")
     timeout_s: float = setting(150.0, "Give up if the pipeline has not finished after this long.")
+    live_port: int = setting(
+        8090, "Port of the `framebus live` page the demo starts (0 = any free port)."
+    )
 
     def __post_init__(self) -> None:
         check(1 <= self.cameras <= 128, "cameras", "must be between 1 and 128")
         check(self.frames_per_camera >= 1, "frames_per_camera", "must be >= 1")
+        check(0 <= self.live_port <= 65535, "live_port", "must be a TCP port or 0")
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,20 @@ def ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) -
     if alerts:
         specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic), 1))
     ensure_topics(settings.kafka, specs)
+
+
+def live_process(names: DemoNames, port: int) -> ServiceProcess:
+    """`framebus live` on the demo's topics, on 127.0.0.1:`port`."""
+    return ServiceProcess(
+        "live",
+        "live",
+        {
+            "FRAMEBUS_HTTP_PORT": str(port),
+            "FRAMEBUS_HTTP_HOST": "127.0.0.1",
+            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
+            "FRAMEBUS_ALERTS_TOPIC": names.alerts_topic,
+        },
+    )
 
 
 def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:

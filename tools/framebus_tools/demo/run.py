@@ -19,6 +19,7 @@ from framebus_tools.demo.inputs import (
     demo_names,
     downstream,
     ensure_demo_topics,
+    live_process,
     prepare_inputs,
 )
 from framebus_tools.demo.summary import startup_times, summarize
@@ -29,6 +30,7 @@ from framebus_tools.pipeline import (
     DecoderScraper,
     PipelineProcesses,
     drain,
+    free_port,
     model_input_size,
     topics_reader,
     watch_messages,
@@ -75,6 +77,8 @@ def run_demo(settings: DemoSettings) -> int:
     on_message = _dispatcher(settings, names, started_us, stats, board, live, seen_tracks)
 
     width, height = model_input_size(inputs.model)
+    live_port = settings.live_port or free_port()
+    live.banner = f"live page: http://127.0.0.1:{live_port}/"
     processes = PipelineProcesses(
         settings.kafka,
         settings.topics,
@@ -91,7 +95,7 @@ def run_demo(settings: DemoSettings) -> int:
             "FRAMEBUS_MODEL_PATH": str(inputs.model),
             "FRAMEBUS_STOP_AFTER_IDLE_S": "30",
         },
-        downstream=downstream(names, inputs.rules),
+        downstream=[*downstream(names, inputs.rules), live_process(names, live_port)],
     )
     deadline = time.monotonic() + settings.timeout_s
     alerts_caught_up = AlertsCaughtUp(settings.kafka, names.alerts_group, seen_tracks)
@@ -105,6 +109,7 @@ def run_demo(settings: DemoSettings) -> int:
 
     try:
         with processes:
+            print(_live_line(processes, live.banner), flush=True)
             scraper = DecoderScraper(processes.decoder_metrics_url)
             watch_messages(
                 consumer,
@@ -123,6 +128,13 @@ def run_demo(settings: DemoSettings) -> int:
     done = stats.total >= expected and board.records >= expected and not any(codes.values())
     summarize(stats, board, expected, out, codes, sheet, startup)
     return 0 if done else 1
+
+
+def _live_line(processes: PipelineProcesses, banner: str) -> str:
+    """The live page's URL once it answers, or why there is none (its log says more)."""
+    if processes.ready_s.get("live") is not None:
+        return banner
+    return f"{banner} did not start: see {processes.log_dir / 'live.log'}"
 
 
 def _dispatcher(

@@ -6,16 +6,14 @@ No Kafka and no video I/O here; OpenCV only draws and resizes.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Sequence
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
-from framebus.compression import decompress
-from framebus.errors import CodecError
-from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
+from framebus.letterbox import letterbox_window
+from framebus.messages import Detections, Frame, FrameStatus
 
 Image = npt.NDArray[np.uint8]
 RGB = tuple[int, int, int]
@@ -49,21 +47,8 @@ def line_thickness(width: int, height: int) -> int:
 
 def original_frame(frame: Frame) -> Image:
     """The frame at its original size (RGB, HWC): crop the letterbox window, resize it back up."""
-    raw = decompress(frame.compression, frame.tensor)
-    expected = math.prod(frame.shape)
-    if frame.dtype != "uint8" or len(raw) != expected or len(frame.shape) != 3:
-        raise CodecError(
-            f"frame {frame.camera_id}#{frame.seq}: tensor of {len(raw)} B does not match "
-            f"shape {frame.shape} {frame.dtype}"
-        )
-    tensor = np.frombuffer(raw, np.uint8).reshape(frame.shape)
-    if frame.layout is TensorLayout.CHW:
-        tensor = tensor.transpose(1, 2, 0)
-    in_h, in_w = tensor.shape[:2]
-    # The decoder resized to round(orig * scale) and centred it with pad_x/pad_y on the left/top.
-    w = min(in_w - frame.pad_x, round(frame.orig_width * frame.scale))
-    h = min(in_h - frame.pad_y, round(frame.orig_height * frame.scale))
-    window = tensor[frame.pad_y : frame.pad_y + h, frame.pad_x : frame.pad_x + w]
+    window = letterbox_window(frame)
+    h, w = window.shape[:2]
     if (w, h) == (frame.orig_width, frame.orig_height):
         return np.ascontiguousarray(window)
     return cv2.resize(

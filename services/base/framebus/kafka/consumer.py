@@ -85,6 +85,29 @@ class Consumer:
         """Subscribe to topics (callbacks: on_assign, on_revoke, on_lost)."""
         self.client.subscribe(list(topics), **callbacks)
 
+    def subscribe_at_end(
+        self, topics: Sequence[str], on_assigned: Callable[[list[TopicPartition]], None]
+    ) -> None:
+        """Subscribe so that every assigned partition starts at its end as of the assignment.
+
+        For live viewers. `auto.offset.reset=latest` resolves the end only once fetching starts,
+        a moment after the assignment, so a record produced in between would be skipped; here
+        the end is read in the assignment callback (inside `consume()`), and a record produced
+        after `on_assigned` returns is always read. Needs the cooperative assignor (the default).
+        """
+
+        def assign(consumer: Any, partitions: list[Any]) -> None:
+            for tp in partitions:
+                try:
+                    _low, tp.offset = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                except confluent_kafka.KafkaException as exc:
+                    log.warning("cannot read the end of %s: %s", tp, exc.args[0].str())
+                    tp.offset = confluent_kafka.OFFSET_END
+            consumer.incremental_assign(partitions)
+            on_assigned([(tp.topic, tp.partition) for tp in partitions])
+
+        self.client.subscribe(list(topics), on_assign=assign)
+
     def consume(self, max_messages: int, timeout_s: float) -> list[MessageProto]:
         """Up to `max_messages` messages; consumer-level errors are raised, not returned."""
         messages: list[MessageProto] = self.client.consume(max_messages, timeout_s)

@@ -1,0 +1,133 @@
+"""The page's WebSocket protocol (docs/live.md): JSON text messages and binary tile messages. Pure.
+
+Server to page, text: `hello`, `cameras`, `boxes`, `stats`, `alert`. Server to page, binary: one
+tile = 4-byte big-endian length of a JSON header, the header (`camera`, `seq`, `width`, `height`),
+then the JPEG. A tile always follows the `boxes` message of the same camera and seq. Page to
+server, text: `{"type": "subscribe", "cameras": [...]}`: the cameras whose tiles it wants.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from framebus.messages import Alert
+from framebus_live.records import BoxesRecord, LiveBox, short_track
+from framebus_live.stats import CameraFigures
+from framebus_live.tiles import PALETTE
+
+VERSION = 1
+_HEADER_LEN = struct.Struct(">I")
+
+
+def dumps(message: Mapping[str, Any]) -> str:
+    """One text message."""
+    return json.dumps(message, separators=(",", ":"))
+
+
+def hello(page_size: int, tile_fps: float, cameras: list[str], alerts: Iterable[Alert]) -> str:
+    """The first message on a new socket: limits, palette, cameras and the alerts feed so far."""
+    return dumps(
+        {
+            "type": "hello",
+            "version": VERSION,
+            "page_size": page_size,
+            "tile_fps": tile_fps,
+            "palette": ["#{:02x}{:02x}{:02x}".format(*c) for c in PALETTE],
+            "cameras": cameras,
+            "alerts": [alert_fields(a) for a in alerts],
+        }
+    )
+
+
+def cameras_message(cameras: list[str]) -> str:
+    """The cameras seen so far, sorted; sent when one is added."""
+    return dumps({"type": "cameras", "cameras": cameras})
+
+
+def boxes_message(record: BoxesRecord | None, camera: str, seq: int) -> str:
+    """The boxes of the tile that follows (none when the frame is shown without its record)."""
+    body: dict[str, Any] = {"type": "boxes", "camera": camera, "seq": seq, "boxes": []}
+    if record is not None:
+        body.update(
+            status=record.status.value,
+            source=record.source,
+            orig_width=record.orig_width,
+            orig_height=record.orig_height,
+            e2e_latency_ms=round(record.e2e_latency_ms, 1),
+            boxes=[_box_fields(b) for b in record.boxes],
+        )
+    return dumps(body)
+
+
+def _box_fields(live_box: LiveBox) -> dict[str, Any]:
+    b = live_box.box
+    return {
+        "x1": round(b.x1, 1),
+        "y1": round(b.y1, 1),
+        "x2": round(b.x2, 1),
+        "y2": round(b.y2, 1),
+        "class_id": b.class_id,
+        "class_name": b.class_name,
+        "score": round(b.score, 3),
+        "track": live_box.track,
+        "confirmed": live_box.confirmed,
+    }
+
+
+def tile_message(camera: str, seq: int, width: int, height: int, jpeg: bytes) -> bytes:
+    """One binary tile message."""
+    header = json.dumps(
+        {"camera": camera, "seq": seq, "width": width, "height": height}, separators=(",", ":")
+    ).encode()
+    return _HEADER_LEN.pack(len(header)) + header + jpeg
+
+
+def parse_tile(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """(header, JPEG) of a binary tile message (for tests and other clients)."""
+    (length,) = _HEADER_LEN.unpack_from(data)
+    header = json.loads(data[4 : 4 + length])
+    return header, data[4 + length :]
+
+
+def stats_message(figures: Mapping[str, CameraFigures]) -> str:
+    """Every camera's figures over the window, once a second."""
+    return dumps({"type": "stats", "cameras": {c: asdict(f) for c, f in figures.items()}})
+
+
+def alert_fields(alert: Alert) -> dict[str, Any]:
+    """An alert as the feed shows it."""
+    return {
+        "camera": alert.camera_id,
+        "rule": alert.rule,
+        "rule_type": alert.rule_type.value,
+        "track": short_track(alert.track_id),
+        "direction": alert.direction.value,
+        "measure": round(alert.measure, 2),
+        "seq": alert.seq,
+        "capture_ts_us": alert.capture_ts_us,
+        "fired_at_us": alert.fired_at_us,
+        "classes": sorted({b.class_name for b in alert.boxes}),
+    }
+
+
+def alert_message(alert: Alert) -> str:
+    """One alert, as it arrives."""
+    return dumps({"type": "alert", "alert": alert_fields(alert)})
+
+
+def parse_subscribe(text: str, page_size: int) -> list[str] | None:
+    """The cameras of a page's subscribe message (at most `page_size`); None if it is not one."""
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "subscribe":
+        return None
+    cameras = message.get("cameras")
+    if not isinstance(cameras, list):
+        return None
+    return [str(c) for c in cameras[:page_size]]

@@ -1,0 +1,68 @@
+"""Tile pixels: the letterbox window scaled to a tile, boxes drawn for /mjpeg, JPEG encoding.
+
+No Kafka and no sockets; OpenCV resizes, draws and encodes (it releases the GIL, so the server
+runs these on a thread pool).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from framebus.letterbox import letterbox_window
+from framebus.messages import Frame
+from framebus_live.geometry import box_on_tile, tile_size
+from framebus_live.records import BoxesRecord
+
+Image = npt.NDArray[np.uint8]
+
+# Box colours by class id, as RGB: saturated hues the generated scenes do not use, so a test (or
+# an eye) finds a drawn box against the picture. The page gets the same list in its hello.
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (0, 255, 255),
+    (255, 128, 0),
+    (128, 255, 0),
+    (255, 0, 128),
+    (0, 128, 255),
+    (255, 255, 255),
+)
+
+
+def class_colour(class_id: int) -> tuple[int, int, int]:
+    """The RGB colour of a class's boxes."""
+    return PALETTE[class_id % len(PALETTE)]
+
+
+def tile_image(frame: Frame, height: int) -> Image:
+    """The frame cut out of its letterbox and scaled to at most `height` rows (RGB)."""
+    window = letterbox_window(frame)
+    w, h = tile_size(window.shape[1], window.shape[0], height)
+    if (w, h) == (window.shape[1], window.shape[0]):
+        return np.ascontiguousarray(window)
+    return cv2.resize(window, (w, h), interpolation=cv2.INTER_AREA).astype(np.uint8)
+
+
+def draw_boxes(image: Image, record: BoxesRecord) -> Image:
+    """A copy of a tile with the record's boxes and labels drawn (for /mjpeg's viewers)."""
+    out = image.copy()
+    h, w = out.shape[:2]
+    thickness = max(2, round(h / 180))  # 1 px lines blur away in JPEG chroma subsampling
+    for live_box in record.boxes:
+        box = live_box.box
+        x1, y1, x2, y2 = box_on_tile(box, record.orig_width, record.orig_height, w, h)
+        colour = class_colour(box.class_id)
+        cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
+        label = " ".join(p for p in (live_box.track, box.class_name, f"{box.score:.2f}") if p)
+        cv2.putText(out, label, (x1, max(10, y1 - 3)), cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
+    return out
+
+
+def encode_jpeg(image: Image, quality: int) -> bytes:
+    """An RGB image as JPEG bytes."""
+    ok, data = cv2.imencode(
+        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
+    if not ok:
+        raise ValueError(f"OpenCV could not JPEG-encode a {image.shape} image")
+    return bytes(data)

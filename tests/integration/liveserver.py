@@ -1,0 +1,155 @@
+"""`framebus live` as a real process for tests, and a WebSocket client that records what it gets."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.topics import TopicSpec, ensure_topics
+from framebus_live.protocol import parse_tile
+from framebus_tools.pipeline import free_port
+from tests.integration.livefeed import LiveTopics
+from tests.reliability.harness import Service, service_env, wait_for
+
+
+def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1) -> LiveTopics:
+    """The test's frames and detections topics, plus tracks and alerts topics beside them."""
+    topics = LiveTopics(
+        names.frames_topic,
+        names.detections_topic,
+        names.frames_topic.replace(".frames", ".tracks"),
+        names.frames_topic.replace(".frames", ".alerts"),
+    )
+    ensure_topics(kafka, [TopicSpec(topics.tracks, partitions), TopicSpec(topics.alerts, 1)])
+    return topics
+
+
+def get(url: str, timeout_s: float = 5.0) -> tuple[int, str]:
+    """(status, body) of a GET; status 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - loopback
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@dataclass
+class LiveProcess:
+    """A running `framebus live` and its base URL."""
+
+    service: Service
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample of its /metrics (0 when absent)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        _, text = get(f"{self.url}/metrics")
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                    total += s.value
+        return total
+
+
+def start_live(
+    kafka: KafkaSettings, names: TopicSettings, topics: LiveTopics, log: Path, **extra: object
+) -> LiveProcess:
+    """Start `framebus live` on the test's topics; return once all three consumers joined."""
+    port = free_port()
+    env = service_env(
+        kafka,
+        names,
+        tracks_topic=topics.tracks,
+        alerts_topic=topics.alerts,
+        http_port=port,
+        http_host="127.0.0.1",
+        **extra,
+    )
+    live = LiveProcess(Service("live", env, log), port)
+
+    def ready() -> bool:
+        assert live.service.alive(), live.service.text()[-3000:]
+        status, body = get(f"{live.url}/readyz")
+        return status == 200 and json.loads(body).get("alerts_consumer_assigned") is True
+
+    try:
+        wait_for(ready, 60, "framebus live ready")
+    except AssertionError:
+        live.service.stop(5)
+        raise
+    return live
+
+
+class LiveLauncher:
+    """Starts `framebus live` processes for one test and stops whatever is left at its end."""
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        self.kafka = kafka
+        self.started: list[LiveProcess] = []
+
+    def __call__(
+        self, names: TopicSettings, topics: LiveTopics, log: Path, **extra: object
+    ) -> LiveProcess:
+        live = start_live(self.kafka, names, topics, log, **extra)
+        self.started.append(live)
+        return live
+
+    def stop_all(self) -> None:
+        """SIGTERM (then SIGKILL) every process still running: a failed test leaves none."""
+        for live in self.started:
+            live.service.stop(5)
+
+
+@dataclass
+class Received:
+    """What one page's socket received."""
+
+    texts: list[dict[str, Any]] = field(default_factory=list)
+    tiles: list[tuple[dict[str, Any], bytes]] = field(default_factory=list)
+    boxes_before_tile: list[bool] = field(default_factory=list)  # boxes message of same seq first
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [t for t in self.texts if t["type"] == kind]
+
+
+async def watch(url: str, seconds: float, cameras: list[str]) -> Received:
+    """Connect to /ws, subscribe to `cameras`, and record everything for `seconds`."""
+    got = Received()
+    last_boxes: dict[str, dict[str, Any]] = {}
+    async with aiohttp.ClientSession() as session, session.ws_connect(f"{url}/ws") as ws:
+        await ws.send_str(json.dumps({"type": "subscribe", "cameras": cameras}))
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            try:
+                msg = await ws.receive(timeout=left)
+            except TimeoutError:
+                break
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                body = json.loads(msg.data)
+                got.texts.append(body)
+                if body["type"] == "boxes":
+                    last_boxes[body["camera"]] = body
+            elif msg.type == aiohttp.WSMsgType.BINARY:
+                header, jpeg = parse_tile(msg.data)
+                got.tiles.append((header, jpeg))
+                before = last_boxes.get(header["camera"])
+                got.boxes_before_tile.append(before is not None and before["seq"] == header["seq"])
+            else:
+                break
+    return got

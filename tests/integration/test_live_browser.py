@@ -1,0 +1,267 @@
+"""`framebus live` in a real browser: Debian's chromium, driven by Playwright.
+
+1. The real pipeline (decoder -> inferencer -> tracker -> alerts, on the generated scene with its
+   colour detector) and `framebus live`: the page shows a tile per camera with its figures, draws
+   the boxes where the tracks records say (checked in the screenshot's pixels), and an alert
+   appears in the feed.
+2. Two pages on a fed camera set: one drops its socket and reconnects mid-stream; the service and
+   the other page go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+import yaml
+
+from framebus.codec import TracksCodec
+from framebus.kafka.settings import KafkaSettings
+from framebus.messages import Tracks
+from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
+from framebus_tools.scene_model import write_color_blob_model
+from tests.integration.browser import edge_hits, hex_rgb, launch
+from tests.integration.conftest import TopicFactory
+from tests.integration.kafkautil import read_topic
+from tests.integration.livefeed import LiveFeed
+from tests.integration.liveserver import LiveLauncher, LiveProcess, get, live_topics
+from tests.integration.test_tracking_scene import (
+    INPUT_SIZE,
+    Topics,
+    _start_consumers,
+    _stop_all,
+    start_decoder,
+)
+from tests.reliability.harness import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
+
+CAMERAS = ("scene-a", "scene-b")
+# Where the run's screenshot is also copied (docs/images/live.png is one, taken so).
+SCREENSHOT_ENV = "FRAMEBUS_LIVE_SCREENSHOT"
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = launch(p, tmp_path / "chromium-profile")
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def _cameras_file(path: Path, video: Path) -> Path:
+    cams = [{"id": c, "url": str(video), "target_fps": 5.0, "realtime": True} for c in CAMERAS]
+    path.write_text(yaml.safe_dump({"cameras": cams}), encoding="utf-8")
+    return path
+
+
+def _state(page: Any) -> dict[str, Any]:
+    state: dict[str, Any] = page.evaluate(
+        "() => { const l = window.framebusLive; return {tiles: l.tiles, alerts: l.alerts, "
+        "palette: l.palette, connected: l.connected, framesShown: l.framesShown, stats: l.stats} }"
+    )
+    return state
+
+
+def _boxes_shown(page: Any) -> bool:
+    tiles = _state(page)["tiles"]
+    return all(c in tiles and tiles[c]["boxes"] for c in CAMERAS)
+
+
+def _check_boxes_against_records(
+    state: dict[str, Any], records: dict[tuple[str, int], Tracks], screenshot: np.ndarray
+) -> list[str]:
+    """Each drawn box where its record puts it (scaled to the picture), and its outline in pixels."""
+    problems = []
+    for camera in CAMERAS:
+        tile = state["tiles"][camera]
+        record = records[(camera, tile["seq"])]
+        image = tile["image"]
+        sx, sy = image["width"] / record.orig_width, image["height"] / record.orig_height
+        assert len(tile["boxes"]) == len(record.objects), (camera, tile, record)
+        for drawn, obj in zip(tile["boxes"], record.objects, strict=True):
+            want = (
+                image["left"] + obj.box.x1 * sx,
+                image["top"] + obj.box.y1 * sy,
+                image["left"] + obj.box.x2 * sx,
+                image["top"] + obj.box.y2 * sy,
+            )
+            got = (drawn["left"], drawn["top"], drawn["right"], drawn["bottom"])
+            if max(abs(a - b) for a, b in zip(want, got, strict=True)) > 2:
+                problems.append(f"{camera}#{tile['seq']}: drawn {got}, record says {want}")
+            if drawn["track"] != "#" + obj.track_id.rsplit("/", 1)[-1]:
+                problems.append(f"{camera}: label {drawn['label']} for track {obj.track_id}")
+            share = edge_hits(screenshot, drawn, hex_rgb(drawn["colour"]))
+            if share < 0.8:
+                problems.append(f"{camera}: only {share:.0%} of {drawn} outline in its colour")
+    return problems
+
+
+def test_live_page_when_real_pipeline_runs_then_tiles_boxes_figures_and_alerts_shown(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    media_dir: Path,
+    tmp_path: Path,
+    browser: Any,
+    launch_live: LiveLauncher,
+) -> None:
+    scene: Scene = default_scene()
+    video = media_dir / "scene-720p.mp4"
+    if not video.exists():
+        write_scene_video(video, scene)
+    model = write_color_blob_model(tmp_path / "colour-blobs.onnx", scene, INPUT_SIZE)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(scene_rules_document(scene, dwell_s=2.0)), encoding="utf-8")
+    t = Topics(topics(detections_partitions=2))
+    services = _start_consumers(kafka, t, rules, model, tmp_path)
+    try:
+        lt = live_topics(kafka, t.names, partitions=2)
+        live = launch_live(t.names, lt, tmp_path / "live.log")
+        services["live"] = live.service
+        page = browser.new_page()
+        page.goto(live.url + "/")
+        page.wait_for_function("() => window.framebusLive.connected")
+        cameras = _cameras_file(tmp_path / "cameras.yaml", video)
+        services["decoder"] = start_decoder(kafka, t.names, cameras, tmp_path)
+        # Frames reach the page, with boxes on both cameras, and an alert (the line crossing at
+        # ~3.2 s of the scene, the dwell at ~3.6 s) reaches the feed.
+        wait_for(lambda: _boxes_shown(page), 60, "boxes on both cameras")
+        page.wait_for_selector("#alerts li.alert", timeout=30_000)
+        wait_for(lambda: _boxes_shown(page), 10, "boxes on both cameras again")
+        page.click("#pause")
+        time.sleep(0.5)  # a tile already decoding lands; then nothing changes
+        state = _state(page)
+        shot_path = tmp_path / "live.png"
+        page.screenshot(path=str(shot_path), full_page=True)
+        figures = {
+            c: page.inner_text(f'.tile[data-camera="{c}"] [data-figure="fps_in"]') for c in CAMERAS
+        }
+        states = {c: page.inner_text(f'.tile[data-camera="{c}"] .state') for c in CAMERAS}
+        feed = page.inner_text("#alerts")
+        page.click("#pause")
+        assert services["decoder"].wait(60) == 0, services["decoder"].text()[-2000:]
+        assert get(f"{live.url}/healthz")[0] == 200
+    finally:
+        codes = _stop_all(services)
+    assert codes == dict.fromkeys(services, 0), {
+        n: services[n].text()[-2000:] for n, c in codes.items() if c
+    }
+    if os.environ.get(SCREENSHOT_ENV):
+        shutil.copy(shot_path, os.environ[SCREENSHOT_ENV])
+    assert sorted(state["tiles"]) == sorted(CAMERAS)
+    assert all(c in figures and "/s" in figures[c] for c in CAMERAS), figures
+    assert all(s == "live" for s in states.values()), states
+    assert state["alerts"] and state["alerts"][0]["camera"] in CAMERAS
+    assert state["alerts"][0]["rule_type"] in feed
+    for camera in CAMERAS:
+        assert state["stats"][camera]["p50_ms"] is not None
+        assert state["stats"][camera]["source"] == "tracks"
+    codec = TracksCodec()
+    records = {
+        (r.camera_id, r.seq): r
+        for r in (codec.decode(m.value()) for m in read_topic(kafka, lt.tracks, 1, timeout_s=20))
+    }
+    screenshot = cv2.cvtColor(cv2.imread(str(shot_path)), cv2.COLOR_BGR2RGB)
+    problems = _check_boxes_against_records(state, records, screenshot)
+    assert not problems, "\n".join(problems)
+
+
+def _frames_shown(page: Any) -> int:
+    shown: int = page.evaluate("() => window.framebusLive.framesShown")
+    return shown
+
+
+def _keeps_getting_frames(page: Any, more: int, what: str) -> None:
+    before = _frames_shown(page)
+    wait_for(lambda: _frames_shown(page) >= before + more, 20, what)
+
+
+def test_live_page_when_a_viewer_reconnects_mid_stream_then_service_and_other_viewer_go_on(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    tmp_path: Path,
+    browser: Any,
+    launch_live: LiveLauncher,
+) -> None:
+    names = topics()
+    lt = live_topics(kafka, names)
+    live: LiveProcess = launch_live(names, lt, tmp_path / "live.log")
+    feed = LiveFeed(kafka, lt, ["cam-1", "cam-2", "cam-3"]).start()
+    try:
+        first, second = browser.new_page(), browser.new_page()
+        for page in (first, second):
+            page.goto(live.url + "/")
+        _keeps_getting_frames(first, 10, "frames on the first page")
+        _keeps_getting_frames(second, 10, "frames on the second page")
+        assert live.metric("framebus_live_viewers") == 2
+        # The second page's socket drops mid-stream: the page reconnects by itself.
+        second.evaluate("() => window.framebusLive.socket.close()")
+        _keeps_getting_frames(first, 10, "frames on the first page while the second is away")
+        second.wait_for_function("() => window.framebusLive.connected", timeout=10_000)
+        _keeps_getting_frames(second, 10, "frames on the second page after it reconnected")
+        # Then it goes away for good (the tab closes), and comes back as a new page.
+        second.close()
+        _keeps_getting_frames(first, 10, "frames on the first page after the second closed")
+        wait_for(lambda: live.metric("framebus_live_viewers") == 1, 10, "one viewer left")
+        third = browser.new_page()
+        third.goto(live.url + "/")
+        _keeps_getting_frames(third, 10, "frames on a new page")
+        _keeps_getting_frames(first, 10, "frames on the first page throughout")
+        tiles = first.locator(".tile")
+        assert sorted(tiles.evaluate_all("ts => ts.map(t => t.dataset.camera)")) == [
+            "cam-1",
+            "cam-2",
+            "cam-3",
+        ]
+        assert get(f"{live.url}/healthz")[0] == 200
+        assert live.metric("framebus_live_viewer_connections_total") == 4
+    finally:
+        feed.close()
+    assert live.service.stop() == 0
+
+
+def test_live_page_when_64_cameras_then_paged_16_at_a_time_and_each_page_gets_its_frames(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    tmp_path: Path,
+    browser: Any,
+    launch_live: LiveLauncher,
+) -> None:
+    names = topics(frames_partitions=4, detections_partitions=4)
+    lt = live_topics(kafka, names, partitions=4)
+    live = launch_live(names, lt, tmp_path / "live.log")
+    cameras = [f"cam-{i:02d}" for i in range(64)]
+    feed = LiveFeed(kafka, lt, cameras, fps=1.0, size=160).start()
+    try:
+        page = browser.new_page()
+        page.goto(live.url + "/")
+        page.wait_for_function("() => window.framebusLive.cameras.length === 64", timeout=30_000)
+        assert page.inner_text("#page-label") == "page 1 of 4"
+        for number, wanted in ((1, cameras[:16]), (2, cameras[16:32])):
+            shown = page.locator(".tile").evaluate_all("ts => ts.map(t => t.dataset.camera)")
+            assert shown == wanted, (number, shown)
+            page.wait_for_function(
+                "cams => cams.every(c => (window.framebusLive.tiles[c] || {}).framesShown >= 1)",
+                arg=wanted,
+                timeout=30_000,
+            )
+            if number == 1:
+                page.click("#next")
+        # Only the cameras on some page are encoded: 16 at 5/s is within the 80/s budget.
+        assert live.metric("framebus_live_tile_interval_seconds") == pytest.approx(0.2)
+        tiles = page.evaluate("() => Object.keys(window.framebusLive.tiles)")
+        assert not set(tiles) & set(cameras[32:]), "a tile of a camera on no page"
+    finally:
+        feed.close()
+    assert live.service.stop() == 0

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from framebus.messages import Alert, Box, FrameStatus, ZoneAnchor
+from framebus_live.hub import LiveHub
+from framebus_live.records import BoxesRecord, LiveBox
+from framebus_live.settings import LiveSettings
+from framebus_live.telemetry import LiveMetrics
+from framebus_live.views import Display
+from tests.unit.framebus_live.test_geometry import _frame
+
+BASE = _frame(1280, 720, 64)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class PageStub:
+    def __init__(self, cameras: set[str]) -> None:
+        self.cameras = cameras
+        self.tiles: list[tuple[str, Display]] = []
+        self.texts: list[dict[str, Any]] = []
+        self.stats: list[dict[str, Any]] = []
+
+    def offer_tile(self, tile: tuple[str, Display]) -> None:
+        self.tiles.append(tile)
+
+    def offer_text(self, text: str) -> None:
+        self.texts.append(json.loads(text))
+
+    def offer_stats(self, text: str) -> None:
+        self.stats.append(json.loads(text))
+
+
+def _hub(clock: Clock, **settings: Any) -> LiveHub:
+    return LiveHub(
+        LiveSettings(**settings), LiveMetrics(), lambda camera, display: (camera, display), clock
+    )
+
+
+def _feed(hub: LiveHub, camera: str, seq: int) -> None:
+    frame = replace(BASE, camera_id=camera, seq=seq, capture_ts_us=1000 + seq)
+    hub.take([(frame, 1)], [])
+    box = LiveBox(Box(1, 2, 3, 4, 0, "person", 0.9))
+    record = BoxesRecord(
+        camera, seq, 1000 + seq, FrameStatus.INFERRED, 1280, 720, 30.0, (box,), "detections"
+    )
+    hub.take([], [record])
+
+
+def test_hub_when_frames_paired_then_only_subscribed_cameras_get_tiles_at_tile_fps() -> None:
+    clock = Clock()
+    hub = _hub(clock, tile_fps=5.0)
+    page = PageStub({"cam-a"})
+    hub.add_viewer(page)
+    for i in range(10):  # 10 frames a second for one second, both cameras
+        clock.now = i * 0.1
+        _feed(hub, "cam-a", i)
+        _feed(hub, "cam-b", i)
+        hub.tick()
+    assert {camera for camera, _ in page.tiles} == {"cam-a"}
+    assert len(page.tiles) == 5  # tile_fps, not the frame rate
+    assert all(d.boxes is not None and d.boxes.seq == d.frame.seq for _, d in page.tiles)
+    assert page.texts[0] == {"type": "cameras", "cameras": ["cam-a"]}
+
+
+def test_hub_when_many_cameras_shown_then_tiles_per_camera_lowered_to_budget() -> None:
+    clock = Clock()
+    hub = _hub(clock, tile_fps=5.0, max_tiles_per_s=20.0)
+    cameras = {f"cam-{i}" for i in range(8)}
+    page = PageStub(cameras)
+    hub.add_viewer(page)
+    for step in range(50):  # 10 frames a second for 5 s, 8 cameras
+        clock.now = step * 0.1
+        for camera in sorted(cameras):
+            _feed(hub, camera, step)
+        hub.tick()
+    per_camera = len(page.tiles) / len(cameras) / 5.0
+    assert 2.0 <= per_camera <= 3.0  # 20 tiles/s over 8 cameras = 2.5 each, not 5
+
+
+def test_hub_when_alert_then_fed_to_pages_and_kept_for_new_ones() -> None:
+    hub = _hub(Clock(), alerts_feed_size=2)
+    page = PageStub(set())
+    hub.add_viewer(page)
+    for seq in range(3):
+        hub.take([], [Alert("r", "cam", seq, 1, 2, 1, (), ZoneAnchor.CENTER, ())])
+    assert [t["alert"]["seq"] for t in page.texts if t["type"] == "alert"] == [0, 1, 2]
+    assert [a["seq"] for a in json.loads(hub.hello())["alerts"]] == [1, 2]
+
+
+def test_hub_when_viewer_leaves_then_not_offered_anything() -> None:
+    clock = Clock()
+    hub = _hub(clock)
+    page = PageStub({"cam-a"})
+    hub.add_viewer(page)
+    hub.remove_viewer(page)
+    _feed(hub, "cam-a", 1)
+    hub.tick()
+    hub.send_stats()
+    assert (page.tiles, page.stats) == ([], [])
