@@ -11,6 +11,7 @@ import pytest
 from framebus.kafka import topics as kafka_topics
 from framebus.kafka.topics import TopicSpec
 from framebus_tools import cli
+from tests.deploy.exported import exported_names
 from tests.deploy.helmutil import CI_VALUES, Helm, Rendered, find_helm
 
 
@@ -31,6 +32,12 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
 def rendered(helm: Helm) -> dict[str, Rendered]:
     """The chart rendered once for each values file in helm/framebus/ci (and the defaults)."""
     return {name: helm.render([path]) for name, path in CI_VALUES.items()}
+
+
+@pytest.fixture(scope="session")
+def exported_metrics() -> dict[str, set[str]]:
+    """Service -> the series names its /metrics exports (scraped in-process, tests/deploy/exported.py)."""
+    return exported_names()
 
 
 @pytest.fixture(params=sorted(CI_VALUES))

@@ -24,6 +24,13 @@ _METADATA = {
     "properties": {"name": _NAME, "labels": _LABELS, "annotations": _LABELS},
 }
 
+# What each scaler refuses to start without (KEDA's scalers parse these from the metadata; the
+# admission webhook rejects a ScaledObject whose scaler cannot be built).
+_TRIGGER_REQUIRED = {
+    "kafka": ["bootstrapServers", "consumerGroup"],
+    "prometheus": ["serverAddress", "query", "threshold"],
+}
+
 SCALED_OBJECT: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -75,6 +82,13 @@ SCALED_OBJECT: dict[str, Any] = {
                         "type": "object",
                         "additionalProperties": False,
                         "required": ["type", "metadata"],
+                        "allOf": [
+                            {
+                                "if": {"properties": {"type": {"const": kind}}},
+                                "then": {"properties": {"metadata": {"required": required}}},
+                            }
+                            for kind, required in _TRIGGER_REQUIRED.items()
+                        ],
                         "properties": {
                             "type": {"type": "string"},
                             "name": {"type": "string"},

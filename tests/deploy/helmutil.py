@@ -20,6 +20,11 @@ CI_VALUES = {
     "cpu": CHART / "ci" / "cpu-values.yaml",
 }
 RELEASE = "fb"
+# `keda` values that turn KEDA on: the Prometheus trigger (on by default) needs its server.
+KEDA_ON: dict[str, Any] = {
+    "enabled": True,
+    "prometheus": {"serverAddress": "http://prometheus-operated.monitoring.svc:9090"},
+}
 
 
 def _k8s_version() -> str:
@@ -121,6 +126,16 @@ class Rendered:
 
     def deployments(self, component: str) -> list[dict[str, Any]]:
         return self.of_component("Deployment", component)
+
+    def deployment(self, component: str) -> dict[str, Any]:
+        """The component's only Deployment."""
+        (deployment,) = self.deployments(component)
+        return deployment
+
+    def container(self, component: str) -> dict[str, Any]:
+        """The only container of the component's only Deployment."""
+        (container,) = self.deployment(component)["spec"]["template"]["spec"]["containers"]
+        return container
 
     def pod_specs(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(component, pod spec) of every workload: Deployments and Jobs."""

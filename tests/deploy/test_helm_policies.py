@@ -11,6 +11,7 @@ import yaml
 
 from tests.deploy.helmutil import (
     CI_VALUES,
+    KEDA_ON,
     Helm,
     Rendered,
     containers_of,
@@ -277,8 +278,9 @@ def test_keda_when_enabled_then_scaled_object_targets_the_inferencer_group_and_t
         "name": deployment["metadata"]["name"],
     }
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 24)
-    (trigger,) = spec["triggers"]
-    assert trigger["type"] == "kafka"
+    # The Kafka trigger on message lag, and the Prometheus one on time (test_keda_time.py).
+    assert [t["type"] for t in spec["triggers"]] == ["kafka", "prometheus"]
+    trigger = spec["triggers"][0]
     meta = trigger["metadata"]
     assert meta["bootstrapServers"] == env["FRAMEBUS_BOOTSTRAP_SERVERS"]["value"]
     assert meta["consumerGroup"] == env["FRAMEBUS_CONSUMER_GROUP"]["value"]
@@ -360,7 +362,7 @@ def test_keda_when_max_replicas_equals_partitions_then_render_succeeds(
     helm: Helm, tmp_path: Path
 ) -> None:
     values = {
-        "keda": {"enabled": True, "maxReplicaCount": 6},
+        "keda": {**KEDA_ON, "maxReplicaCount": 6},
         "kafka": {"partitions": {"frames": 6}},
     }
     result = helm.render([write_values(tmp_path, values)])
@@ -379,7 +381,9 @@ def test_service_monitor_when_enabled_then_it_selects_each_service_by_its_http_p
         s["metadata"]["labels"]["app.kubernetes.io/component"]: s for s in result.of_kind("Service")
     }
     monitors = result.of_kind("ServiceMonitor")
-    assert len(monitors) == 3
+    scraped = {m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors}
+    assert len(monitors) == len(scraped)
+    assert scraped == {"decoder", "inferencer", "tracker", "live"}  # live.enabled in gpu-keda
     for monitor in monitors:
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -415,7 +419,7 @@ def test_decoder_shards_when_listed_then_one_single_pod_deployment_per_shard(
         assert deployment["spec"]["selector"]["matchLabels"]["framebus.io/shard"] == name
     cameras = {
         c["metadata"]["labels"]["framebus.io/shard"]: yaml.safe_load(c["data"]["cameras.yaml"])
-        for c in result.of_kind("ConfigMap")
+        for c in result.of_component("ConfigMap", "decoder")
     }
     assert [c["id"] for c in cameras["dock"]["cameras"]] == ["dock-1", "dock-2"]
     assert cameras["yard"]["cameras"] == [

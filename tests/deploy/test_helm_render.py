@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import kubernetes_validate
@@ -62,19 +64,37 @@ def test_template_when_any_values_file_then_no_kind_is_left_unvalidated(
                 pytest.fail(f"{key} has no Kubernetes schema and no CRD schema in crd_schemas.py")
 
 
-def test_crd_schema_when_keda_metadata_value_is_a_number_then_it_is_rejected() -> None:
-    """The CR schemas themselves can fail: KEDA wants every trigger metadata value a string."""
+@pytest.mark.parametrize(
+    ("trigger", "why"),
+    [
+        # KEDA wants every trigger metadata value a string.
+        (
+            {"type": "kafka", "metadata": {"bootstrapServers": "k:9092", "consumerGroup": 5}},
+            "is not of type 'string'",
+        ),
+        # A scaler cannot start without its required metadata.
+        (
+            {
+                "type": "prometheus",
+                "metricType": "Value",
+                "metadata": {"serverAddress": "http://p:9090", "query": "max(x)"},
+            },
+            "'threshold' is a required property",
+        ),
+    ],
+)
+def test_crd_schema_when_trigger_metadata_is_wrong_then_it_is_rejected(
+    trigger: dict[str, Any], why: str
+) -> None:
+    """The CR schemas themselves can fail."""
     schema = BY_KIND[("keda.sh/v1alpha1", "ScaledObject")]
     bad = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": {"name": "x"},
-        "spec": {
-            "scaleTargetRef": {"name": "x"},
-            "triggers": [{"type": "kafka", "metadata": {"lagThreshold": 5}}],
-        },
+        "spec": {"scaleTargetRef": {"name": "x"}, "triggers": [trigger]},
     }
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(jsonschema.ValidationError, match=re.escape(why)):
         jsonschema.validate(bad, schema)
 
 
@@ -100,6 +120,19 @@ def test_crd_schema_when_keda_metadata_value_is_a_number_then_it_is_rejected() -
         ("tracker.keda.maxReplicaCount=0", "/tracker/keda/maxReplicaCount"),
         ("kafka.topics.tracks=bad topic", "/kafka/topics/tracks"),
         ("tracker.gpu.enabled=true", "/tracker"),  # the tracker has no GPU settings
+        ("keda.prometheus.threshold=0", "/keda/prometheus/threshold"),
+        ("keda.prometheus.activationThreshold=-1", "/keda/prometheus/activationThreshold"),
+        ("keda.prometheus.serverAddress=prometheus:9090", "/keda/prometheus/serverAddress"),
+        ("keda.prometheus.metricType=AverageValue", "/keda/prometheus"),  # always Value
+        ("grafana.dashboards.label=not a label", "/grafana/dashboards/label"),
+        ("grafana.dashboards.namespace=Monitoring", "/grafana/dashboards/namespace"),
+        ("grafana.dashboards.enabled=yes", "/grafana/dashboards/enabled"),
+        ("grafana.dashboards.folderName=x", "/grafana/dashboards"),
+        ("live.source=webrtc", "/live/source"),
+        ("live.httpPort=0", "/live/httpPort"),
+        ("live.replicas=2", "/live"),  # one pod serves every viewer
+        ("live.service.type=ExternalName", "/live/service/type"),
+        ("kafka.topics.alerts=bad topic", "/kafka/topics/alerts"),
     ],
 )
 def test_schema_when_value_is_wrong_then_helm_rejects_it_naming_the_key(

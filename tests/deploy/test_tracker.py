@@ -12,6 +12,7 @@ from framebus import settings as cfg
 from framebus_tracker.settings import TrackerSettings
 from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import (
+    KEDA_ON,
     Helm,
     Rendered,
     containers_of,
@@ -26,13 +27,11 @@ GPU = "nvidia.com/gpu"
 
 
 def _tracker(result: Rendered) -> dict[str, Any]:
-    (deployment,) = result.deployments("tracker")
-    return deployment
+    return result.deployment("tracker")
 
 
 def _tracker_container(result: Rendered) -> dict[str, Any]:
-    (container,) = _tracker(result)["spec"]["template"]["spec"]["containers"]
-    return container
+    return result.container("tracker")
 
 
 def _topics_container(result: Rendered) -> dict[str, Any]:
@@ -137,7 +136,7 @@ def test_tracker_keda_when_enabled_then_scales_on_its_group_lag_on_detections(
 def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object(
     helm: Helm, tmp_path: Path
 ) -> None:
-    values = {"keda": {"enabled": True}, "tracker": {"replicas": 3, "keda": {"enabled": False}}}
+    values = {"keda": KEDA_ON, "tracker": {"replicas": 3, "keda": {"enabled": False}}}
     result = helm.render([write_values(tmp_path, values)])
     assert _tracker(result)["spec"]["replicas"] == 3
     assert not result.of_component("ScaledObject", "tracker")
@@ -149,7 +148,7 @@ def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object
     [
         (
             {
-                "keda": {"enabled": True},
+                "keda": KEDA_ON,
                 "tracker": {"keda": {"maxReplicaCount": 7}},
                 "kafka": {"partitions": {"detections": 6}},
             },
@@ -161,7 +160,7 @@ def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object
         ),
         (
             {
-                "keda": {"enabled": True},
+                "keda": KEDA_ON,
                 "tracker": {"keda": {"minReplicaCount": 4, "maxReplicaCount": 2}},
             },
             "tracker.keda.minReplicaCount (4) is larger than tracker.keda.maxReplicaCount (2)",
@@ -177,7 +176,7 @@ def test_tracker_replicas_when_more_than_detections_partitions_then_render_fails
 
 
 def test_tracker_when_disabled_then_none_of_its_objects_render(helm: Helm, tmp_path: Path) -> None:
-    values = {"keda": {"enabled": True}, "tracker": {"enabled": False}}
+    values = {"keda": KEDA_ON, "tracker": {"enabled": False}}
     result = helm.render([write_values(tmp_path, values)])
     for kind in ("Deployment", "Service", "PodDisruptionBudget", "ScaledObject"):
         assert not result.of_component(kind, "tracker"), kind

@@ -145,10 +145,15 @@ Credentials only ever come from the user's Secret through secretKeyRef.
 
 {{/* Environment of the long-running services: logging and the health/metrics HTTP port. */}}
 {{- define "framebus.serviceEnv" -}}
+{{- include "framebus.serviceEnvOnPort" (list . .Values.http.port) }}
+{{- end }}
+
+{{/* The same on another port. Usage: include "framebus.serviceEnvOnPort" (list . .Values.live.httpPort) */}}
+{{- define "framebus.serviceEnvOnPort" -}}
 - name: FRAMEBUS_LOG_LEVEL
-  value: {{ .Values.logLevel | quote }}
+  value: {{ (index . 0).Values.logLevel | quote }}
 - name: FRAMEBUS_HTTP_PORT
-  value: {{ .Values.http.port | quote }}
+  value: {{ index . 1 | quote }}
 {{- end }}
 
 {{/* Standard OpenTelemetry SDK variables. Usage: include "framebus.otelEnv" (list . "framebus-decoder") */}}
@@ -212,9 +217,14 @@ securityContext:
 
 {{/* Prometheus scrape annotations for a pod template. */}}
 {{- define "framebus.scrapeAnnotations" -}}
-{{- if .Values.metrics.podAnnotations -}}
+{{- include "framebus.scrapeAnnotationsOnPort" (list . .Values.http.port) }}
+{{- end }}
+
+{{/* The same for a pod serving on another port. Usage: include "framebus.scrapeAnnotationsOnPort" (list . port) */}}
+{{- define "framebus.scrapeAnnotationsOnPort" -}}
+{{- if (index . 0).Values.metrics.podAnnotations -}}
 prometheus.io/scrape: "true"
-prometheus.io/port: {{ .Values.http.port | quote }}
+prometheus.io/port: {{ index . 1 | quote }}
 prometheus.io/path: /metrics
 {{- end }}
 {{- end }}
@@ -254,10 +264,14 @@ startupProbe:
 {{- default (include "framebus.componentName" (list . "trt-cache")) .Values.inferencer.engineCache.pvc.existingClaim }}
 {{- end }}
 
-{{/* The tracker's image: tracker.image, each empty field taken from decoder.image (the image of the CPU services). Returned as YAML. */}}
-{{- define "framebus.trackerImage" -}}
-{{- $t := .Values.tracker.image }}
-{{- $d := .Values.decoder.image }}
+{{/*
+Image of a CPU service run from the decoder image (tracker, live): its own image values, each
+empty field taken from decoder.image. Returned as YAML.
+Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
+*/}}
+{{- define "framebus.cpuServiceImage" -}}
+{{- $t := index . 1 }}
+{{- $d := (index . 0).Values.decoder.image }}
 {{- toYaml (dict "repository" ($t.repository | default $d.repository) "tag" ($t.tag | default $d.tag) "pullPolicy" ($t.pullPolicy | default $d.pullPolicy)) }}
 {{- end }}
 

@@ -1,0 +1,182 @@
+"""The live page in the chart (off by default) and in compose: `python -m framebus_live` from the
+decoder image, its page, probes and metrics on one port, reading the topics the others write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from framebus import settings as cfg
+from framebus.kafka.settings import TopicSettings
+from tests.deploy.helmutil import (
+    REPO,
+    Helm,
+    Rendered,
+    env_of,
+    process_env,
+    write_values,
+)
+from tests.deploy.test_settings_wiring import live_settings
+
+pytestmark = pytest.mark.deploy
+
+GPU = "nvidia.com/gpu"
+TOPIC_VARIABLES = (
+    "FRAMEBUS_FRAMES_TOPIC",
+    "FRAMEBUS_DETECTIONS_TOPIC",
+    "FRAMEBUS_TRACKS_TOPIC",
+    "FRAMEBUS_ALERTS_TOPIC",
+    "FRAMEBUS_LIVE_GROUP",
+    "FRAMEBUS_LIVE_SOURCE",
+)
+
+
+@pytest.fixture(scope="module")
+def compose_live() -> dict[str, Any]:
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    live: dict[str, Any] = compose["services"]["live"]
+    assert live["image"] == compose["services"]["decoder"]["image"]
+    return live
+
+
+@pytest.mark.parametrize("values_name", ["default", "cpu"])
+def test_live_when_not_enabled_then_nothing_of_it_renders(
+    rendered: dict[str, Rendered], values_name: str
+) -> None:
+    for kind in ("Deployment", "Service", "ServiceMonitor"):
+        assert not rendered[values_name].of_component(kind, "live"), kind
+
+
+def test_live_when_enabled_then_it_runs_the_live_module_from_the_decoder_image(
+    rendered: dict[str, Rendered],
+) -> None:
+    result = rendered["gpu-keda"]
+    container = result.container("live")
+    (decoder, *_) = result.deployments("decoder")
+    (decoder_container,) = decoder["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "framebus_live"]
+    assert container["image"] == decoder_container["image"]
+    env = process_env(container)
+    assert {k: env[k] for k in TOPIC_VARIABLES} == {
+        "FRAMEBUS_FRAMES_TOPIC": "framebus.frames",
+        "FRAMEBUS_DETECTIONS_TOPIC": "framebus.detections",
+        "FRAMEBUS_TRACKS_TOPIC": "framebus.tracks",
+        "FRAMEBUS_ALERTS_TOPIC": "framebus.alerts",
+        "FRAMEBUS_LIVE_GROUP": "framebus-live",
+        "FRAMEBUS_LIVE_SOURCE": "auto",
+    }
+    # The same Kafka connection and credentials as the other services.
+    assert (
+        env["FRAMEBUS_BOOTSTRAP_SERVERS"]
+        == env_of(decoder_container)["FRAMEBUS_BOOTSTRAP_SERVERS"]["value"]
+    )
+    assert env["FRAMEBUS_SECURITY_PROTOCOL"] == "sasl_ssl"
+    assert "FRAMEBUS_SASL_PASSWORD" in env
+
+
+def test_live_when_enabled_then_page_probes_and_metrics_share_its_http_port(
+    rendered: dict[str, Rendered],
+) -> None:
+    result = rendered["gpu-keda"]
+    deployment = result.deployment("live")
+    container = result.container("live")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 8090}
+    assert env_of(container)["FRAMEBUS_HTTP_PORT"]["value"] == "8090"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8090"
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    (service,) = result.of_component("Service", "live")
+    (monitor,) = result.of_component("ServiceMonitor", "live")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8090, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http"]
+    assert deployment["spec"]["replicas"] == 1
+
+
+def test_live_when_enabled_then_it_stays_off_the_gpu_pool(rendered: dict[str, Rendered]) -> None:
+    pod = rendered["gpu-keda"].deployment("live")["spec"]["template"]["spec"]
+    container = rendered["gpu-keda"].container("live")
+    assert not any(GPU in (container["resources"].get(p) or {}) for p in ("requests", "limits"))
+    assert not any(t.get("key") == GPU for t in pod.get("tolerations", []))
+    assert "runtimeClassName" not in pod
+
+
+def test_live_when_knobs_set_then_its_env_and_service_follow(helm: Helm, tmp_path: Path) -> None:
+    values = {
+        "live": {
+            "enabled": True,
+            "httpPort": 9000,
+            "consumerGroup": "viewers",
+            "source": "detections",
+            "service": {"type": "NodePort", "port": 80},
+        },
+        "kafka": {"topics": {"alerts": "site.alerts", "tracks": "site.tracks"}},
+    }
+    result = helm.render([write_values(tmp_path, values)])
+    env = process_env(result.container("live"))
+    assert (env["FRAMEBUS_HTTP_PORT"], env["FRAMEBUS_LIVE_GROUP"]) == ("9000", "viewers")
+    assert (env["FRAMEBUS_LIVE_SOURCE"], env["FRAMEBUS_ALERTS_TOPIC"]) == (
+        "detections",
+        "site.alerts",
+    )
+    assert env["FRAMEBUS_TRACKS_TOPIC"] == "site.tracks"
+    (service,) = result.of_component("Service", "live")
+    assert (service["spec"]["type"], service["spec"]["ports"][0]["port"]) == ("NodePort", 80)
+    assert result.container("live")["ports"][0]["containerPort"] == 9000
+
+
+def test_live_when_chart_and_compose_then_it_reads_the_same_topics_and_group(
+    helm: Helm, compose_live: dict[str, Any]
+) -> None:
+    chart_env = process_env(helm.render(sets=["live.enabled=true"]).container("live"))
+    compose_env = {k: str(v) for k, v in compose_live["environment"].items()}
+    # Compose leaves the frames and detections topics at the settings' defaults.
+    compose_env.setdefault("FRAMEBUS_FRAMES_TOPIC", TopicSettings().frames_topic)
+    compose_env.setdefault("FRAMEBUS_DETECTIONS_TOPIC", TopicSettings().detections_topic)
+    assert {k: chart_env[k] for k in TOPIC_VARIABLES} == {
+        k: compose_env[k] for k in TOPIC_VARIABLES
+    }
+    assert chart_env["FRAMEBUS_HTTP_PORT"] == compose_env["FRAMEBUS_HTTP_PORT"] == "8090"
+
+
+def test_live_when_compose_runs_then_page_on_localhost_8090_after_its_topics(
+    compose_live: dict[str, Any],
+) -> None:
+    assert compose_live["entrypoint"] == ["python", "-m", "framebus_live"]
+    assert compose_live["ports"] == ["127.0.0.1:8090:8090"]
+    assert "profiles" not in compose_live and "deploy" not in compose_live
+    assert compose_live["read_only"] is True
+    deps = compose_live["depends_on"]
+    assert deps["topics"]["condition"] == "service_completed_successfully"
+    assert "127.0.0.1:8090/readyz" in " ".join(compose_live["healthcheck"]["test"])
+
+
+def test_live_when_settings_class_exists_then_chart_and_compose_values_load_into_it(
+    helm: Helm, compose_live: dict[str, Any]
+) -> None:
+    live = live_settings()
+    if live is None:
+        pytest.skip("framebus_live.settings.LiveSettings does not exist yet")
+    chart = cfg.load(live, process_env(helm.render(sets=["live.enabled=true"]).container("live")))
+    compose = cfg.load(live, {k: str(v) for k, v in compose_live["environment"].items()})
+    for loaded in (chart, compose):
+        assert loaded.http_port == 8090
+        assert (loaded.tracks_topic, loaded.alerts_topic) == ("framebus.tracks", "framebus.alerts")
+        assert loaded.topics.frames_topic == "framebus.frames"
+        assert loaded.topics.detections_topic == "framebus.detections"
+        assert loaded.live_group == "framebus-live"
+        assert getattr(loaded.live_source, "value", loaded.live_source) == "auto"
