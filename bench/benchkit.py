@@ -168,13 +168,15 @@ def prepared_tensors() -> list[U8]:
     return out
 
 
-def encode_frame(enc: FrameEncoder, camera: str, seq: int, tensor: U8) -> bytes:
-    """One frame record, byte for byte what the decoder sends; captured now."""
+def encode_frame(
+    enc: FrameEncoder, camera: str, seq: int, tensor: U8, capture_ts_us: int | None = None
+) -> bytes:
+    """One frame record, byte for byte what the decoder sends; captured now unless given."""
     lb = Letterbox.fit(*SOURCE, SIZE, SIZE)
     return enc.encode(
         camera_id=camera,
         seq=seq,
-        capture_ts_us=time.time_ns() // 1000,
+        capture_ts_us=time.time_ns() // 1000 if capture_ts_us is None else capture_ts_us,
         pts_s=seq / 5,
         orig_width=SOURCE[0],
         orig_height=SOURCE[1],
