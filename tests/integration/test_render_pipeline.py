@@ -13,6 +13,7 @@ import pytest
 
 from framebus.codec import DetectionsCodec, TracksCodec
 from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.messages import short_track_label
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
@@ -22,7 +23,6 @@ from framebus_tools.render.draw import (
     class_colour,
     line_thickness,
     sheet_cell_origin,
-    short_track_label,
 )
 from framebus_tools.synthetic import MovingSquare, write_square_video
 from framebus_tracker import service as tracker_service

@@ -122,6 +122,11 @@ class TrackedObject:
     hits: int
 
 
+def short_track_label(track_id: str) -> str:
+    """A track id as a box label: its counter, "#7" for "cam-1/1765003011/7"; "" for none."""
+    return "#" + track_id.rsplit("/", 1)[-1] if track_id else ""
+
+
 @dataclass(frozen=True)
 class Tracks:
     """What the tracker made of one detections record (`schemas/tracks.avsc`)."""

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from framebus.messages import Alert
-from framebus_live.records import BoxesRecord, LiveBox, short_track
+from framebus.messages import Alert, short_track_label
+from framebus_live.records import BoxesRecord, LiveBox
 from framebus_live.stats import CameraFigures
 from framebus_live.tiles import PALETTE
 
@@ -104,7 +104,7 @@ def alert_fields(alert: Alert) -> dict[str, Any]:
         "camera": alert.camera_id,
         "rule": alert.rule,
         "rule_type": alert.rule_type.value,
-        "track": short_track(alert.track_id),
+        "track": short_track_label(alert.track_id),
         "direction": alert.direction.value,
         "measure": round(alert.measure, 2),
         "seq": alert.seq,

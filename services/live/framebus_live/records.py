@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from framebus.messages import Box, Detections, FrameStatus, Tracks
+from framebus.messages import Box, Detections, FrameStatus, Tracks, short_track_label
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,6 @@ class BoxesRecord:
     reason: str | None = None
 
 
-def short_track(track_id: str) -> str:
-    """A track id as a box label: "#7" for "cam-1/1765003011/7"."""
-    return "#" + track_id.rsplit("/", 1)[-1] if track_id else ""
-
-
 def from_detections(det: Detections) -> BoxesRecord:
     """The boxes of a detections record."""
     boxes = tuple(LiveBox(b) for b in det.boxes)
@@ -56,7 +51,9 @@ def from_detections(det: Detections) -> BoxesRecord:
 
 def from_tracks(tracks: Tracks) -> BoxesRecord:
     """The boxes of a tracks record, each labelled with its short track id."""
-    boxes = tuple(LiveBox(o.box, short_track(o.track_id), o.confirmed) for o in tracks.objects)
+    boxes = tuple(
+        LiveBox(o.box, short_track_label(o.track_id), o.confirmed) for o in tracks.objects
+    )
     return BoxesRecord(
         tracks.camera_id,
         tracks.seq,

@@ -4,7 +4,15 @@ import pytest
 
 from framebus.compression import compress
 from framebus.letterbox import PAD_VALUE, Letterbox
-from framebus.messages import Box, Compression, Detections, Frame, FrameStatus, TensorLayout
+from framebus.messages import (
+    Box,
+    Compression,
+    Detections,
+    Frame,
+    FrameStatus,
+    TensorLayout,
+    short_track_label,
+)
 from framebus_tools.render.draw import (
     class_colour,
     contact_sheet,
@@ -12,7 +20,6 @@ from framebus_tools.render.draw import (
     line_thickness,
     original_frame,
     sheet_cell_origin,
-    short_track_label,
 )
 
 

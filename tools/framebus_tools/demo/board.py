@@ -6,8 +6,7 @@ import sys
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from framebus.messages import Alert, FrameStatus, RuleType, Tracks
-from framebus_tools.render.draw import short_track_label
+from framebus.messages import Alert, FrameStatus, RuleType, Tracks, short_track_label
 from framebus_tools.runstats import DecoderView, RunStats
 
 

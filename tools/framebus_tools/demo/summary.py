@@ -7,9 +7,9 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from framebus.messages import short_track_label
 from framebus_tools.demo.board import TracksBoard, class_of
 from framebus_tools.pipeline import PipelineProcesses
-from framebus_tools.render.draw import short_track_label
 from framebus_tools.runstats import RunStats, percentile
 
 

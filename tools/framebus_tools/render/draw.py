@@ -56,11 +56,6 @@ def original_frame(frame: Frame) -> Image:
     ).astype(np.uint8)
 
 
-def short_track_label(track_id: str) -> str:
-    """A track id as a short box label: its counter, "#7" for "cam-1/3/7"."""
-    return "#" + track_id.rsplit("/", 1)[-1]
-
-
 def draw_detections(
     image: Image,
     frame: Frame,

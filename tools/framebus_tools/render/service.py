@@ -31,14 +31,13 @@ from framebus.errors import CodecError, ConfigError, FramebusError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.messages import Detections, Frame, FrameStatus, Tracks
+from framebus.messages import Detections, Frame, FrameStatus, Tracks, short_track_label
 from framebus.settings import check, setting
 from framebus_tools.render.draw import (
     Image,
     contact_sheet,
     draw_detections,
     original_frame,
-    short_track_label,
 )
 
 log = logging.getLogger(__name__)
