@@ -78,7 +78,6 @@ def run_demo(settings: DemoSettings) -> int:
 
     width, height = model_input_size(inputs.model)
     live_port = settings.live_port or free_port()
-    live.banner = f"live page: http://127.0.0.1:{live_port}/"
     processes = PipelineProcesses(
         settings.kafka,
         settings.topics,
@@ -109,7 +108,9 @@ def run_demo(settings: DemoSettings) -> int:
 
     try:
         with processes:
-            print(_live_line(processes, live.banner), flush=True)
+            # Kept above the tables: the URL once the page answers, else why there is none.
+            live.banner = _live_line(processes, f"live page: http://127.0.0.1:{live_port}/")
+            print(live.banner, flush=True)
             scraper = DecoderScraper(processes.decoder_metrics_url)
             watch_messages(
                 consumer,
