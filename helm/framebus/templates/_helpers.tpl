@@ -282,3 +282,99 @@ Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
 - name: FRAMEBUS_TRACKER_CHANGELOG_TOPIC
   value: {{ .Values.kafka.topics.trackerChangelog | quote }}
 {{- end }}
+
+{{/*
+Deployment of a CPU service run from the decoder image (tracker, live): labels, pod annotations
+(scrape on the service's HTTP port), pod settings, image, command, port, environment, probes,
+resources, volumes and scheduling, all from the component's values.
+Parameters (a dict):
+  root      the chart's root context
+  component the component name (labels, resource name, container name, OTEL_SERVICE_NAME
+            framebus-<component>)
+  values    the component's values (image, podLabels, podAnnotations, priorityClassName,
+            terminationGracePeriodSeconds, extraEnv, probes, resources, nodeSelector,
+            tolerations, affinity)
+  port      the HTTP port (health, readiness, metrics)
+  module    the Python module the container runs (`python -m <module>`)
+  replicas  YAML put first in the Deployment's spec (the replicas line); empty for none
+  env       the component's own env entries, put after the shared ones and before extraEnv
+Usage: include "framebus.cpuServiceDeployment" (dict "root" . "component" "tracker" "values" .Values.tracker "port" .Values.http.port "module" "framebus_tracker" "replicas" "replicas: 1" "env" (include "framebus.tracker.env" .))
+*/}}
+{{- define "framebus.cpuServiceDeployment" -}}
+{{- $root := .root }}
+{{- $component := .component }}
+{{- $v := .values }}
+{{- $image := include "framebus.cpuServiceImage" (list $root $v.image) | fromYaml -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "framebus.componentName" (list $root $component) }}
+  labels:
+    {{- include "framebus.labels" (list $root $component) | nindent 4 }}
+spec:
+  {{- with .replicas }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "framebus.selectorLabels" (list $root $component) | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "framebus.selectorLabels" (list $root $component) | nindent 8 }}
+        {{- with $v.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- $annotations := merge (include "framebus.scrapeAnnotationsOnPort" (list $root .port) | fromYaml) ($v.podAnnotations | default dict) }}
+      {{- with $annotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ include "framebus.serviceAccountName" $root }}
+      {{- include "framebus.podCommon" $root | nindent 6 }}
+      {{- with $v.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
+      containers:
+        - name: {{ $component }}
+          image: {{ include "framebus.image" (list $root $image) | quote }}
+          imagePullPolicy: {{ $image.pullPolicy }}
+          command: ["python", "-m", {{ .module | quote }}]
+          ports:
+            - name: http
+              containerPort: {{ .port }}
+              protocol: TCP
+          env:
+            {{- include "framebus.kafkaEnv" $root | nindent 12 }}
+            {{- include "framebus.serviceEnvOnPort" (list $root .port) | nindent 12 }}
+            {{- include "framebus.otelEnv" (list $root (printf "framebus-%s" $component)) | nindent 12 }}
+            {{- with .env }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- with $v.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- include "framebus.probes" $v | nindent 10 }}
+          resources:
+            {{- toYaml $v.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            {{- include "framebus.commonVolumeMounts" $root | nindent 12 }}
+      volumes:
+        {{- include "framebus.commonVolumes" $root | nindent 8 }}
+      {{- with $v.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
