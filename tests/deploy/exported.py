@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
 from framebus.telemetry.health import HealthServer
-from framebus.telemetry.stateful import StatefulTelemetry
 from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 from framebus_inferencer.batcher import CloseReason
@@ -26,9 +25,9 @@ from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.stats import InferencerStats
 from framebus_tools.alerts.consumer import AlertsStats
 from framebus_tools.alerts.engine import EngineStats
-from framebus_tools.alerts.telemetry import AlertsCollector
+from framebus_tools.alerts.telemetry import alerts_telemetry
 from framebus_tracker.service import TrackerStats
-from framebus_tracker.telemetry import TrackerCollector
+from framebus_tracker.telemetry import tracker_telemetry
 
 CAMERA = "cam-1"
 
@@ -88,10 +87,7 @@ def tracker() -> HealthServer:
         counter[CAMERA] += 1
     stats.not_looked_at[(CAMERA, "DROPPED_STALE")] += 1
     stats.active_tracks[CAMERA] = 1
-    telemetry = StatefulTelemetry(
-        0, "framebus_tracker", stats.loop, TrackerCollector(stats), "detections"
-    )
-    return telemetry.server.start()
+    return tracker_telemetry(0, stats).server.start()
 
 
 def alerts() -> HealthServer:
@@ -100,10 +96,7 @@ def alerts() -> HealthServer:
     stats.engine.frames[CAMERA] += 1
     stats.engine.not_looked_at[(CAMERA, "FAILED")] += 1
     stats.delivered["loitering"] += 1
-    telemetry = StatefulTelemetry(
-        0, "framebus_alerts", stats.loop, AlertsCollector(stats), "tracks"
-    )
-    return telemetry.server.start()
+    return alerts_telemetry(0, stats, "framebus.tracks").server.start()
 
 
 # Each builds and starts its service's server.

@@ -11,6 +11,7 @@ import yaml
 
 from framebus import settings as cfg
 from framebus.kafka.settings import TopicSettings
+from framebus_live.settings import LiveSettings, LiveSource
 from tests.deploy.helmutil import (
     REPO,
     Helm,
@@ -19,7 +20,6 @@ from tests.deploy.helmutil import (
     process_env,
     write_values,
 )
-from tests.deploy.test_settings_wiring import live_settings
 
 pytestmark = pytest.mark.deploy
 
@@ -165,18 +165,16 @@ def test_live_when_compose_runs_then_page_on_localhost_8090_after_its_topics(
     assert "127.0.0.1:8090/readyz" in " ".join(compose_live["healthcheck"]["test"])
 
 
-def test_live_when_settings_class_exists_then_chart_and_compose_values_load_into_it(
-    helm: Helm, compose_live: dict[str, Any]
+def test_live_when_knobs_set_then_they_load_into_the_live_settings(
+    helm: Helm, tmp_path: Path
 ) -> None:
-    live = live_settings()
-    if live is None:
-        pytest.skip("framebus_live.settings.LiveSettings does not exist yet")
-    chart = cfg.load(live, process_env(helm.render(sets=["live.enabled=true"]).container("live")))
-    compose = cfg.load(live, {k: str(v) for k, v in compose_live["environment"].items()})
-    for loaded in (chart, compose):
-        assert loaded.http_port == 8090
-        assert (loaded.tracks_topic, loaded.alerts_topic) == ("framebus.tracks", "framebus.alerts")
-        assert loaded.topics.frames_topic == "framebus.frames"
-        assert loaded.topics.detections_topic == "framebus.detections"
-        assert loaded.live_group == "framebus-live"
-        assert getattr(loaded.live_source, "value", loaded.live_source) == "auto"
+    values = {
+        "live": {"enabled": True, "httpPort": 9000, "consumerGroup": "viewers", "source": "tracks"},
+        "kafka": {"topics": {"alerts": "site.alerts", "tracks": "site.tracks"}},
+    }
+    env = process_env(helm.render([write_values(tmp_path, values)]).container("live"))
+    loaded = cfg.load(LiveSettings, env)
+    assert loaded.http_port == 9000
+    assert (loaded.tracks_topic, loaded.alerts_topic) == ("site.tracks", "site.alerts")
+    assert loaded.live_group == "viewers"
+    assert loaded.live_source is LiveSource.TRACKS

@@ -9,7 +9,6 @@ load through the app's own settings parser.
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
+from framebus_live.settings import LiveSettings
 from framebus_tracker.settings import TrackerSettings
 from tests.deploy.helmutil import REPO, Rendered, containers_of, process_env
 
@@ -28,31 +28,11 @@ SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "decoder": (DecoderSettings,),
     "inferencer": (InferencerSettings,),
     "tracker": (TrackerSettings,),
+    "live": (LiveSettings,),
     "topics": (KafkaSettings, TopicSettings),
     # `framebus topics create --tracker` also reads the tracker's topic names.
     "topics --tracker": (KafkaSettings, TopicSettings, TrackerSettings),
 }
-
-
-def live_settings() -> type[Any] | None:
-    """`framebus_live.settings.LiveSettings`, or None while the live service is not installed.
-
-    The chart and compose deploy it already; until its settings class lands, its containers are
-    left out here and tests/deploy/test_live.py reports the skip.
-    """
-    try:
-        module = import_module("framebus_live.settings")
-    except ModuleNotFoundError:
-        return None
-    cls: type[Any] = module.LiveSettings
-    return cls
-
-
-def _settings_of(command: str) -> tuple[type[Any], ...] | None:
-    if command == "live":
-        live = live_settings()
-        return None if live is None else (live,)
-    return SETTINGS[command]
 
 
 def _known_names(classes: tuple[type[Any], ...]) -> set[str]:
@@ -61,16 +41,13 @@ def _known_names(classes: tuple[type[Any], ...]) -> set[str]:
     return names | {f"{n}_FILE" for n in names}
 
 
-def _check(command: str, env: dict[str, str], where: str) -> bool:
-    """Check the env against the command's settings; False when they cannot be loaded yet."""
-    classes = _settings_of(command)
-    if classes is None:
-        return False
+def _check(command: str, env: dict[str, str], where: str) -> None:
+    """Check the env against the command's settings: known names, values that load."""
+    classes = SETTINGS[command]
     unknown = {k for k in env if k.startswith("FRAMEBUS_")} - _known_names(classes)
     assert not unknown, f"{where}: {sorted(unknown)} are not settings of `framebus {command}`"
     for cls in classes:
         cfg.load(cls, env)  # raises ConfigError naming the variable on a bad value
-    return True
 
 
 # The services' entry points, and the `framebus` CLI for the rest (the topics Job).
@@ -142,17 +119,3 @@ def test_images_when_run_then_their_entrypoint_is_the_service_module(service: st
 def test_wiring_check_when_a_variable_is_misspelt_then_it_fails() -> None:
     with pytest.raises(AssertionError, match="FRAMEBUS_TRT_ENGINE_CACHE_DIR"):
         _check("inferencer", {"FRAMEBUS_TRT_ENGINE_CACHE_DIR": "/x"}, "test")
-
-
-def test_live_when_deployed_then_every_framebus_variable_is_a_real_setting(
-    rendered: dict[str, Rendered],
-) -> None:
-    """The live service's containers, left out of the tests above until LiveSettings exists."""
-    if live_settings() is None:
-        pytest.skip("framebus_live.settings.LiveSettings does not exist yet")
-    (deployment,) = rendered["gpu-keda"].deployments("live")
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert _check("live", process_env(container), "gpu-keda/live")
-    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
-    env = {k: str(v) for k, v in compose["services"]["live"]["environment"].items()}
-    assert _check("live", env, "compose live")

@@ -171,8 +171,7 @@ def ensure_tracker_topics(settings: TrackerSettings) -> None:
 
 def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
     """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus.telemetry.stateful import StatefulTelemetry
-    from framebus_tracker.telemetry import TrackerCollector
+    from framebus_tracker.telemetry import tracker_telemetry
 
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-tracker", os.environ)
@@ -190,17 +189,7 @@ def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
         ),
         stop_after_idle_s=settings.stop_after_idle_s,
     )
-    telemetry = (
-        StatefulTelemetry(
-            settings.http_port,
-            "framebus_tracker",
-            stats.loop,
-            TrackerCollector(stats),
-            "detections",
-        )
-        if settings.http_port
-        else None
-    )
+    telemetry = tracker_telemetry(settings.http_port, stats) if settings.http_port else None
     runner = StatefulRunner(
         settings.kafka,
         config,

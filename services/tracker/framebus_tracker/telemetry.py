@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from framebus.telemetry.stateful import StatefulTelemetry
+
 if TYPE_CHECKING:
     from framebus_tracker.service import TrackerStats
 
@@ -55,3 +57,10 @@ class TrackerCollector:
             "CPU time spent in the tracking algorithm.",
             value=s.step_seconds,
         )
+
+
+def tracker_telemetry(port: int, stats: TrackerStats) -> StatefulTelemetry:
+    """The tracker's /healthz, /readyz and /metrics: the loop's figures and its own."""
+    return StatefulTelemetry(
+        port, "framebus_tracker", stats.loop, TrackerCollector(stats), "detections"
+    )

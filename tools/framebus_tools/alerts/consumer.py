@@ -231,8 +231,7 @@ def run(
     tracer: trace.Tracer | None = None,
 ) -> int:
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus.telemetry.stateful import StatefulTelemetry
-    from framebus_tools.alerts.telemetry import AlertsCollector
+    from framebus_tools.alerts.telemetry import alerts_telemetry
 
     if settings.rules is None:
         raise ConfigError("no rules: set FRAMEBUS_RULES (--rules rules.yaml)")
@@ -258,11 +257,7 @@ def run(
             sink(alert)
 
     telemetry = (
-        StatefulTelemetry(
-            settings.http_port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic
-        )
-        if settings.http_port
-        else None
+        alerts_telemetry(settings.http_port, stats, source_topic) if settings.http_port else None
     )
     runner = StatefulRunner(
         settings.kafka,

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily
 
+from framebus.telemetry.stateful import StatefulTelemetry
+
 if TYPE_CHECKING:
     from framebus_tools.alerts.consumer import AlertsStats
 
@@ -47,3 +49,10 @@ class AlertsCollector:
         )
         errors.add_metric(["undecodable"], s.loop.dead_letters)
         yield from (frames, skipped, fired, errors)
+
+
+def alerts_telemetry(port: int, stats: AlertsStats, source_topic: str) -> StatefulTelemetry:
+    """The alerts consumer's /healthz, /readyz and /metrics: the loop's figures and its own."""
+    return StatefulTelemetry(
+        port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic
+    )
