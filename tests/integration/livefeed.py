@@ -12,12 +12,10 @@ import time
 from dataclasses import dataclass
 
 import confluent_kafka
-import cv2
 import numpy as np
 
 from framebus.codec import AlertCodec, DetectionsCodec, FrameCodec, TracksCodec
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
-from framebus.letterbox import PAD_VALUE, Letterbox
 from framebus.messages import (
     Alert,
     Box,
@@ -30,6 +28,7 @@ from framebus.messages import (
     ZoneAnchor,
     tracks_of,
 )
+from framebus_decoder.preprocess import LetterboxBuffer
 
 ORIG_W, ORIG_H = 1280, 720
 BLOB_RGB = (40, 80, 200)  # a blue the viewer's box palette does not use
@@ -61,12 +60,8 @@ def frame_of(camera: str, camera_index: int, seq: int, size: int, noise: bool = 
     )
     b = blob_box(camera_index, seq)
     image[int(b.y1) : int(b.y2), int(b.x1) : int(b.x2)] = BLOB_RGB
-    lb = Letterbox.fit(ORIG_W, ORIG_H, size, size)
-    tensor = np.full((size, size, 3), PAD_VALUE, np.uint8)
-    resized = cv2.resize(image, (lb.resized_width, lb.resized_height), interpolation=cv2.INTER_AREA)
-    tensor[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width] = (
-        resized
-    )
+    letterbox = LetterboxBuffer(size, size)
+    lb = letterbox.fill_rgb(image)
     return Frame(
         camera_id=camera,
         seq=seq,
@@ -78,7 +73,7 @@ def frame_of(camera: str, camera_index: int, seq: int, size: int, noise: bool = 
         scale=lb.scale,
         pad_x=lb.pad_x,
         pad_y=lb.pad_y,
-        tensor=tensor.tobytes(),
+        tensor=letterbox.tensor.tobytes(),
     )
 
 

@@ -17,7 +17,7 @@ from framebus.kafka.topics import TopicSpec, ensure_topics
 from framebus_live.protocol import parse_tile
 from framebus_tools.pipeline import free_port
 from tests.integration.livefeed import LiveTopics
-from tests.reliability.harness import Service, service_env, wait_for
+from tests.reliability.harness import Service, get_json, metric, scrape, service_env, wait_for
 
 
 def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1) -> LiveTopics:
@@ -32,15 +32,13 @@ def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1)
     return topics
 
 
-def get(url: str, timeout_s: float = 5.0) -> tuple[int, str]:
-    """(status, body) of a GET; status 0 when nothing answers."""
+def http_status(url: str) -> int:
+    """The HTTP status of a GET whose body is not JSON; raises when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - loopback
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback test server
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
 
 
 @dataclass
@@ -55,16 +53,8 @@ class LiveProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def metric(self, name: str, **labels: str) -> float:
-        """The value of one sample of its /metrics (0 when absent)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        _, text = get(f"{self.url}/metrics")
-        total = 0.0
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                    total += s.value
-        return total
+        """The sum of `name`'s samples in its /metrics; raises when the server does not answer."""
+        return metric(scrape(self.port), name, **labels)
 
 
 def start_live(
@@ -85,8 +75,8 @@ def start_live(
 
     def ready() -> bool:
         assert live.service.alive(), live.service.text()[-3000:]
-        status, body = get(f"{live.url}/readyz")
-        return status == 200 and json.loads(body).get("alerts_consumer_assigned") is True
+        status, body = get_json(f"{live.url}/readyz")
+        return status == 200 and body.get("alerts_consumer_assigned") is True
 
     try:
         wait_for(ready, 60, "framebus live ready")

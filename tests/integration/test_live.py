@@ -19,8 +19,8 @@ import pytest
 from framebus.kafka.settings import KafkaSettings
 from tests.integration.conftest import TopicFactory
 from tests.integration.livefeed import BLOB_RGB, ORIG_H, ORIG_W, LiveFeed
-from tests.integration.liveserver import LiveLauncher, get, live_topics, watch
-from tests.reliability.harness import wait_for
+from tests.integration.liveserver import LiveLauncher, http_status, live_topics, watch
+from tests.reliability.harness import get_json, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -136,8 +136,8 @@ def test_live_when_mjpeg_asked_then_stream_of_frames_with_boxes_drawn_on_server(
     rows = image[40:52]  # y1 = 200 of 720 -> 40 of 144
     assert any(_near(px, CYAN, 90) for row in rows for px in row), "no box drawn"
     assert live.metric("framebus_live_mjpeg_frames_sent_total") >= 3
-    assert get(f"{live.url}/mjpeg/cam-m?fps=zero")[0] == 400
-    assert get(f"{live.url}/mjpeg/no-such-camera")[0] == 404
+    assert http_status(f"{live.url}/mjpeg/cam-m?fps=zero") == 400
+    assert http_status(f"{live.url}/mjpeg/no-such-camera") == 404
     assert live.service.stop() == 0
 
 
@@ -162,7 +162,7 @@ def test_live_when_records_cannot_be_decoded_then_counted_logged_and_service_goe
         )
     finally:
         feed.close()
-    assert get(f"{live.url}/healthz")[0] == 200
+    assert get_json(f"{live.url}/healthz")[0] == 200
     for kind in ("frames", "boxes", "alerts"):
         assert live.metric("framebus_live_bad_records_total", kind=kind) >= 1, kind
     assert "undecodable record skipped" in live.service.text()

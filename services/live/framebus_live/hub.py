@@ -23,13 +23,6 @@ from framebus_live.telemetry import LiveMetrics
 from framebus_live.views import CameraView, Display
 
 
-class Tile(Protocol):
-    """A camera's display on its way to the pages; encoded once, however many pages get it."""
-
-    camera: str
-    display: Display
-
-
 class Viewer(Protocol):
     """What the hub tells a connected page."""
 
@@ -72,7 +65,8 @@ class LiveHub:
         self.viewers: set[Viewer] = set()
         self._pacer = TilePacer()
         self._dirty: set[str] = set()
-        self._changed: dict[str, asyncio.Condition] = {}
+        # One event per camera some /mjpeg stream waits on; set and dropped at its next change.
+        self._changed: dict[str, asyncio.Event] = {}
 
     # -- input, from the inbox -------------------------------------------------------------
     def take(self, frames: Iterable[tuple[Frame, int]], items: Iterable[Any]) -> None:
@@ -133,9 +127,9 @@ class LiveHub:
 
     def _display_changed(self, camera: str) -> None:
         self._dirty.add(camera)
-        condition = self._changed.get(camera)
-        if condition is not None:
-            asyncio.get_running_loop().create_task(_notify(condition))
+        event = self._changed.pop(camera, None)
+        if event is not None:
+            event.set()
 
     # -- output ----------------------------------------------------------------------------
     def cameras(self) -> list[str]:
@@ -157,6 +151,8 @@ class LiveHub:
             self.settings.tile_fps, self.settings.max_tiles_per_s, len(wanted)
         )
         self.metrics.tile_interval_seconds.set(interval)
+        for camera in self._pacer.cameras() - wanted:
+            self._pacer.forget(camera)
         for camera in sorted(self._dirty & wanted):
             display = self.views[camera].display
             if display is None or not self._pacer.due(camera, now, interval):
@@ -203,14 +199,6 @@ class LiveHub:
         """A page now shows `cameras`: their current pictures go out at the next tick."""
         self._dirty.update(c for c in cameras if c in self.views)
 
-    def changed(self, camera: str) -> asyncio.Condition:
-        """A condition notified whenever `camera`'s display changes (for /mjpeg streams)."""
-        condition = self._changed.get(camera)
-        if condition is None:
-            condition = self._changed[camera] = asyncio.Condition()
-        return condition
-
-
-async def _notify(condition: asyncio.Condition) -> None:
-    async with condition:
-        condition.notify_all()
+    def changed(self, camera: str) -> asyncio.Event:
+        """An event set at `camera`'s next display change (for /mjpeg streams); ask again after."""
+        return self._changed.setdefault(camera, asyncio.Event())

@@ -29,6 +29,10 @@ class TilePacer:
         )
         return True
 
+    def cameras(self) -> set[str]:
+        """The cameras it paces."""
+        return set(self._last)
+
     def forget(self, camera: str) -> None:
-        """Drop a camera no page shows."""
+        """Drop a camera no page shows: its state is not kept, and its next tile is due at once."""
         self._last.pop(camera, None)

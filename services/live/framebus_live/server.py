@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.resources
-import json
 import logging
 import time
 from typing import Any
@@ -138,7 +137,6 @@ class LiveRoutes:
         height: int,
         boxes: bool,
     ) -> None:
-        condition = self.hub.changed(camera)
         sent_version = -1
         while True:
             started = time.monotonic()
@@ -147,10 +145,10 @@ class LiveRoutes:
             if display is None or display.version == sent_version:
                 if request.transport is None or request.transport.is_closing():
                     return  # the client left while the camera had nothing new
-                async with condition:
-                    # Bounded, so a client that left while the camera was quiet is noticed.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(condition.wait(), IDLE_CHECK_S)
+                # Bounded, so a client that left while the camera was quiet is noticed. Nothing
+                # awaits between the version check and here, so no change can slip in between.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.hub.changed(camera).wait(), IDLE_CHECK_S)
                 continue
             jpeg = await self.encoder.mjpeg_frame(display, height, boxes)
             head = (
@@ -171,7 +169,7 @@ class LiveRoutes:
     async def readyz(self, _request: web.Request) -> web.Response:
         """200 once the frames and boxes consumers joined their groups."""
         ok, body = self.health.readiness()
-        return web.json_response(body, status=200 if ok else 503, dumps=json.dumps)
+        return web.json_response(body, status=200 if ok else 503)
 
     async def metrics_text(self, _request: web.Request) -> web.Response:
         """The Prometheus metrics."""

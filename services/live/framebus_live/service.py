@@ -19,7 +19,6 @@ from framebus_live.inbox import Inbox
 from framebus_live.reader import TopicReader, decoders, instance_suffix
 from framebus_live.server import build_app
 from framebus_live.settings import LiveSettings
-from framebus_live.source import SourceChooser
 from framebus_live.telemetry import LiveMetrics
 from framebus_live.views import Display
 
@@ -39,9 +38,7 @@ def make_readers(
     on_failure: Callable[[str], None],
 ) -> dict[str, TopicReader]:
     """The frames, boxes and alerts consumers, each in a group of its own."""
-    boxes = SourceChooser(settings.live_source).topics(
-        settings.tracks_topic, settings.topics.detections_topic
-    )
+    boxes = settings.live_source.topics(settings.tracks_topic, settings.topics.detections_topic)
     topics_by_kind = {
         "frames": [settings.topics.frames_topic],
         "boxes": boxes,
@@ -123,8 +120,8 @@ async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
     for reader in readers.values():
         reader.start()
     log.info(
-        "live page on http://127.0.0.1:%d/",
-        settings.http_port,
+        "live page on http://%s/",
+        _host_port(*runner.addresses[0][:2]),  # the bound port, also when http_port is 0
         extra={"groups": [r.group_id for r in readers.values()]},
     )
     try:
@@ -136,6 +133,11 @@ async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
         pool.shutdown(wait=True, cancel_futures=True)
     log.info("live stopped", extra={"failures": "; ".join(failures)} if failures else {})
     return 1 if failures else 0
+
+
+def _host_port(host: str, port: int) -> str:
+    """`host:port` for a URL: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _ticks(

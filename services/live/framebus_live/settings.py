@@ -16,6 +16,14 @@ class LiveSource(enum.Enum):
     TRACKS = "tracks"
     DETECTIONS = "detections"
 
+    def topics(self, tracks_topic: str, detections_topic: str) -> list[str]:
+        """The topics to read boxes from in this mode."""
+        if self is LiveSource.TRACKS:
+            return [tracks_topic]
+        if self is LiveSource.DETECTIONS:
+            return [detections_topic]
+        return [tracks_topic, detections_topic]
+
 
 @dataclass(frozen=True)
 class LiveSettings:

@@ -1,7 +1,7 @@
 """Latest-only slots: what a viewer has not been sent yet, one item per key at most. Pure.
 
 A viewer whose socket is slow never makes the server buffer: a newer tile of a camera replaces the
-unsent one (counted as dropped), so memory per viewer is bounded by its number of cameras.
+unsent one (the caller counts it as dropped), so memory per viewer is bounded by its number of cameras.
 """
 
 from __future__ import annotations
@@ -18,14 +18,11 @@ class LatestSlots(Generic[K, V]):
 
     def __init__(self) -> None:
         self._items: OrderedDict[K, V] = OrderedDict()
-        self.dropped = 0
 
     def put(self, key: K, item: V) -> bool:
-        """Hold `item` for `key`; True (and counted) when it replaced an item never sent."""
+        """Hold `item` for `key`; True when it replaced an item never sent (for the caller to count)."""
         replaced = key in self._items
         self._items[key] = item  # an existing key keeps its place in line: no camera starves
-        if replaced:
-            self.dropped += 1
         return replaced
 
     def take(self) -> tuple[K, V] | None:

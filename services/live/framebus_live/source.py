@@ -28,11 +28,3 @@ class SourceChooser:
             return True
         seen = self._tracks_seen.get(camera)
         return seen is None or now - seen > self.tracks_ttl_s
-
-    def topics(self, tracks_topic: str, detections_topic: str) -> list[str]:
-        """The topics to read boxes from."""
-        if self.mode is LiveSource.TRACKS:
-            return [tracks_topic]
-        if self.mode is LiveSource.DETECTIONS:
-            return [detections_topic]
-        return [tracks_topic, detections_topic]

@@ -59,6 +59,11 @@ class LiveMetrics:
             "socket was still sending.",
             registry=r,
         )
+        self.texts_dropped = Counter(
+            "framebus_live_texts_dropped",
+            "Alerts and camera lists a slow page never got: the oldest of its 256 unsent ones.",
+            registry=r,
+        )
         self.mjpeg_frames_sent = Counter(
             "framebus_live_mjpeg_frames_sent", "Frames sent on /mjpeg streams.", registry=r
         )

@@ -6,6 +6,8 @@ runs these on a thread pool).
 
 from __future__ import annotations
 
+from typing import cast
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +42,8 @@ def tile_image(frame: Frame, height: int) -> Image:
     w, h = tile_size(window.shape[1], window.shape[0], height)
     if (w, h) == (window.shape[1], window.shape[0]):
         return np.ascontiguousarray(window)
-    return cv2.resize(window, (w, h), interpolation=cv2.INTER_AREA).astype(np.uint8)
+    # cv2.resize keeps the uint8 dtype; its stubs only say MatLike.
+    return cast(Image, cv2.resize(window, (w, h), interpolation=cv2.INTER_AREA))
 
 
 def draw_boxes(image: Image, record: BoxesRecord) -> Image:

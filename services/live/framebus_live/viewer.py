@@ -42,7 +42,6 @@ class PageViewer:
         self._stats: str | None = None
         self._sent_versions: dict[str, int] = {}
         self._wake = asyncio.Event()
-        self.texts_dropped = 0
 
     def show(self, cameras: list[str]) -> None:
         """The page now shows `cameras`; tiles of others not yet sent are forgotten."""
@@ -60,7 +59,7 @@ class PageViewer:
     def offer_text(self, text: str) -> None:
         """An alert or camera list."""
         if len(self._texts) == self._texts.maxlen:
-            self.texts_dropped += 1
+            self._metrics.texts_dropped.inc()
         self._texts.append(text)
         self._wake.set()
 

@@ -3,20 +3,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framebus.letterbox import PAD_VALUE, Letterbox
+from framebus.letterbox import PAD_VALUE
 from framebus.messages import Box, Frame, TensorLayout
+from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_live.geometry import box_on_tile, tile_size
 from framebus_live.tiles import tile_image
 
 
 def _frame(orig_w: int, orig_h: int, size: int, layout: TensorLayout = TensorLayout.HWC) -> Frame:
-    lb = Letterbox.fit(orig_w, orig_h, size, size)
-    tensor = np.full((size, size, 3), PAD_VALUE, np.uint8)
-    window = tensor[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width]
-    window[...] = 10
-    window[0, 0] = (255, 0, 0)  # the picture's top-left pixel
-    window[-1, -1] = (0, 0, 255)  # and its bottom-right one
-    data = tensor.transpose(2, 0, 1) if layout is TensorLayout.CHW else tensor
+    """A frame letterboxed as the decoder does it; its picture's corner pixels red and blue."""
+    letterbox = LetterboxBuffer(size, size, layout)
+    k = round(1 / letterbox.geometry(orig_w, orig_h).scale)  # source pixels per window pixel
+    image = np.full((orig_h, orig_w, 3), 10, np.uint8)
+    image[:k, :k] = (255, 0, 0)  # becomes the window's top-left pixel
+    image[-k:, -k:] = (0, 0, 255)  # and its bottom-right one
+    lb = letterbox.fill_rgb(image)
+    data = letterbox.tensor
     return Frame(
         camera_id="cam",
         seq=1,

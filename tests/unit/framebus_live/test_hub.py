@@ -107,3 +107,32 @@ def test_hub_when_viewer_leaves_then_not_offered_anything() -> None:
     hub.tick()
     hub.send_stats()
     assert (page.tiles, page.stats) == ([], [])
+
+
+def test_hub_when_display_changes_then_its_event_set_and_not_kept() -> None:
+    hub = _hub(Clock())
+    event = hub.changed("cam-a")
+    assert hub.changed("cam-a") is event  # every stream of a camera waits on the same one
+    _feed(hub, "cam-a", 1)
+    assert event.is_set()
+    assert hub.changed("cam-a") is not event  # a fresh one for the next change
+    assert not hub.changed("cam-a").is_set()
+
+
+def test_hub_when_camera_leaves_every_page_then_pacer_forgets_it() -> None:
+    clock = Clock()
+    hub = _hub(clock, tile_fps=5.0)
+    page = PageStub({"cam-a"})
+    hub.add_viewer(page)
+    _feed(hub, "cam-a", 1)
+    hub.tick()
+    assert hub._pacer.cameras() == {"cam-a"}
+    page.cameras = set()
+    hub.tick()
+    assert hub._pacer.cameras() == set()
+    # Back on a page, its picture goes out at once rather than after the old cadence.
+    page.cameras = {"cam-a"}
+    hub.subscribed({"cam-a"})
+    clock.now = 0.05
+    hub.tick()
+    assert len(page.tiles) == 2

@@ -79,11 +79,11 @@ def test_chooser_when_auto_then_tracks_while_they_come_else_detections() -> None
     assert not chooser.use("cam", "detections", 2.0)
     assert chooser.use("other", "detections", 2.0)  # per camera
     assert chooser.use("cam", "detections", 4.5)  # the tracker went quiet
-    assert chooser.topics("t", "d") == ["t", "d"]
+    assert LiveSource.AUTO.topics("t", "d") == ["t", "d"]
 
 
 def test_chooser_when_fixed_then_only_that_source() -> None:
     chooser = SourceChooser(LiveSource.DETECTIONS)
     assert chooser.use("cam", "detections", 0.0)
     assert not chooser.use("cam", "tracks", 0.0)
-    assert chooser.topics("t", "d") == ["d"]
+    assert LiveSource.DETECTIONS.topics("t", "d") == ["d"]

@@ -20,6 +20,8 @@ const live = {
 window.framebusLive = live;
 
 let socket = null;
+const headerDecoder = new TextDecoder();
+const MAX_ALERTS = 100; // as many as the feed on the page lists
 
 function connect() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
@@ -150,15 +152,24 @@ function showFigures(camera, f) {
 function onTile(buffer) {
   if (live.paused) return;
   const length = new DataView(buffer).getUint32(0);
-  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, length)));
+  const header = JSON.parse(headerDecoder.decode(new Uint8Array(buffer, 4, length)));
   const tile = tileOf(header.camera);
   if (!tile) return;
   const boxes = live.pendingBoxes[header.camera];
   const img = tile.querySelector("img");
   const url = URL.createObjectURL(new Blob([new Uint8Array(buffer, 4 + length)], { type: "image/jpeg" }));
+  // A tile that comes before the previous one loaded replaces it, and its onload with it: free its
+  // URL here, as nothing else will.
+  if (img.dataset.pending) URL.revokeObjectURL(img.dataset.pending);
+  img.dataset.pending = url;
+  img.onerror = () => {
+    URL.revokeObjectURL(url);
+    if (img.dataset.pending === url) delete img.dataset.pending;
+  };
   img.onload = () => {
     if (img.dataset.url) URL.revokeObjectURL(img.dataset.url);
     img.dataset.url = url;
+    delete img.dataset.pending;
     img.dataset.seq = header.seq;
     drawBoxes(header, tile, boxes && boxes.seq === header.seq ? boxes : null);
   };
@@ -171,8 +182,13 @@ function drawBoxes(header, tile, boxes) {
   const w = img.clientWidth;
   const h = img.clientHeight;
   const ratio = window.devicePixelRatio || 1;
-  canvas.width = Math.round(w * ratio);
-  canvas.height = Math.round(h * ratio);
+  const cw = Math.round(w * ratio);
+  const ch = Math.round(h * ratio);
+  // Setting a canvas's size reallocates and clears it, even to the same size: only on a change.
+  if (canvas.width !== cw || canvas.height !== ch) {
+    canvas.width = cw;
+    canvas.height = ch;
+  }
   canvas.style.width = `${w}px`;
   canvas.style.height = `${h}px`;
   const ctx = canvas.getContext("2d");
@@ -229,6 +245,7 @@ function drawBoxes(header, tile, boxes) {
 
 function addAlert(a) {
   live.alerts.push(a);
+  if (live.alerts.length > MAX_ALERTS) live.alerts.splice(0, live.alerts.length - MAX_ALERTS);
   const li = document.createElement("li");
   li.className = "alert";
   li.dataset.camera = a.camera;
@@ -244,7 +261,7 @@ function addAlert(a) {
   li.querySelector(".measure").textContent = what;
   const list = document.getElementById("alerts");
   list.prepend(li);
-  while (list.children.length > 100) list.lastChild.remove();
+  while (list.children.length > MAX_ALERTS) list.lastChild.remove();
 }
 
 document.getElementById("pause").onclick = (event) => {

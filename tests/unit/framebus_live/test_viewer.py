@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from framebus_live.telemetry import LiveMetrics
+from framebus_live.viewer import MAX_TEXTS, PageViewer
+
+
+class SocketStub:
+    async def send_str(self, data: str) -> None:
+        raise AssertionError("nothing is sent in this test")
+
+    async def send_bytes(self, data: bytes) -> None:
+        raise AssertionError("nothing is sent in this test")
+
+
+def test_viewer_when_more_texts_than_queue_holds_then_oldest_dropped_and_counted() -> None:
+    metrics = LiveMetrics()
+    viewer = PageViewer(SocketStub(), metrics)
+    for i in range(MAX_TEXTS + 3):
+        viewer.offer_text(f"alert {i}")
+    assert metrics.registry.get_sample_value("framebus_live_texts_dropped_total") == 3
