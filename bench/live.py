@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -70,6 +69,7 @@ from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, FrameStatus
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.browser import CHROMIUM_ARGS, INSTALL_HINT, chromium_path
+from framebus_tools.pipeline import free_port
 from framebus_tools.runstats import percentile
 
 PICTURES = 10  # distinct pictures a camera cycles through (JPEG cost depends on content)
@@ -162,36 +162,16 @@ def _bare_reader(bootstrap: str, topics: TopicSettings, stop_at: float, out: Con
     out.send([((d := codec.decode(v)).camera_id, d.seq, at) for v, at in received])
 
 
-@dataclass
-class Reading:
-    """CPU seconds of a process at two moments."""
-
-    pid: int
-    start: float = 0.0
-    end: float = 0.0
-
-    def mark(self, at_start: bool) -> None:
-        usage = process_usage(self.pid)
-        if usage is None:
-            raise RuntimeError(f"process {self.pid} is gone")
-        if at_start:
-            self.start = usage[0]
-        else:
-            self.end = usage[0]
-
-    def core_pct_per_camera(self, window_s: float, cameras: int) -> float:
-        return (self.end - self.start) / window_s / cameras * 100
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process so far."""
+    usage = process_usage(pid)
+    if usage is None:
+        raise RuntimeError(f"process {pid} is gone")
+    return usage[0]
 
 
 # ---------------------------------------------------------------------------------------------
 # The live service and its page
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -309,14 +289,12 @@ def one_run(kafka: KafkaSettings, args: argparse.Namespace) -> RunFigures:
             receiver.recv()
             feeder = threading.Thread(target=feed, args=(kafka, topics, args, stop, produced))
             feeder.start()
-            live_cpu, bare_cpu = Reading(proc.pid), Reading(bare.pid or 0)
+            pids = (proc.pid, bare.pid or 0)
             page.wait_for_timeout(args.warm_up_s * 1000)
             window_start = time.time()
-            for reading in (live_cpu, bare_cpu):
-                reading.mark(at_start=True)
+            cpu_start = [cpu_s(pid) for pid in pids]
             page.wait_for_timeout(args.seconds * 1000)
-            for reading in (live_cpu, bare_cpu):
-                reading.mark(at_start=False)
+            live_cpu, bare_cpu = (cpu_s(pid) - s for pid, s in zip(pids, cpu_start, strict=True))
             window_end = time.time()
             stop.set()
             feeder.join(30)
@@ -326,16 +304,18 @@ def one_run(kafka: KafkaSettings, args: argparse.Namespace) -> RunFigures:
             bare.join(10)
     finally:
         stop.set()
-        delete_topics(kafka, [*_topic_names(topics), *names.values()])
+        delete_topics(kafka, topics)
+        delete_topics(kafka, list(names.values()))
     window = window_end - window_start
     in_window = {k: t for k, t in produced.items() if window_start <= t <= window_end}
     live_ms = [at - in_window[(c, s)] * 1000 for c, s, at in drawn if (c, s) in in_window]
     hop_ms = [(at - in_window[(c, s)]) * 1000 for c, s, at in hops if (c, s) in in_window]
     if not live_ms or not hop_ms:
         raise RuntimeError(f"nothing measured: {len(live_ms)} drawn, {len(hop_ms)} read directly")
+    per_camera = 100 / window / args.cameras  # CPU seconds -> % of a core a camera
     return RunFigures(
-        live_cpu.core_pct_per_camera(window, args.cameras),
-        bare_cpu.core_pct_per_camera(window, args.cameras),
+        live_cpu * per_camera,
+        bare_cpu * per_camera,
         percentile(live_ms, 50),
         percentile(live_ms, 99),
         percentile(hop_ms, 50),
@@ -343,10 +323,6 @@ def one_run(kafka: KafkaSettings, args: argparse.Namespace) -> RunFigures:
         len(live_ms),
         len(in_window),
     )
-
-
-def _topic_names(topics: TopicSettings) -> list[str]:
-    return [topics.frames_topic, topics.detections_topic, topics.deadletter_topic]
 
 
 def main() -> int:
