@@ -22,8 +22,10 @@ paced hop with no tracker: detections records produced and read back directly. R
 process of their own and decode only after the window. p50/p99 per run, medians over runs.
 
 --profile adds the in-memory cost of each step of the service's per-record work (decode, step,
-trace span, encode, state snapshot), fastavro's own read and write of the same records (no
-record objects built) with the ratio they alone would leave (step / (step + read + write)), and a
+trace span, encode, state snapshot); fastavro's own read and write of the same records (no
+record objects built); the CPU a record of the service's Kafka loop (`StatefulRunner`, in this
+process) draining the same records twice, once relaying each record's bytes with nothing else to
+do and once tracking; the ratios those fixed costs alone would leave, step / (step + cost); and a
 cProfile of one in-process drain (`service.run`).
 
 Goal: service / bare loop >= 0.80 (median of per-run ratios); the latency has no goal here.
@@ -48,6 +50,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -71,11 +74,20 @@ from framebus.codec import HEADER_BYTES, DetectionsCodec, TracksCodec, load_sche
 from framebus.kafka.changelog import encode_state
 from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.stateful import (
+    KeyedProcessor,
+    Output,
+    Processed,
+    StatefulConfig,
+    StatefulRunner,
+    StatefulStats,
+)
 from framebus.kafka.topics import TopicSpec, ensure_topics
 from framebus.messages import Detections, Tracks
 from framebus.telemetry import tracing
 from framebus_tools.runstats import percentile
 from framebus_tools.walkers import camera_detections
+from framebus_tracker.service import TrackProcessor, ensure_tracker_topics
 from framebus_tracker.settings import TrackerSettings
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
@@ -477,10 +489,85 @@ def fastavro_costs(detections: list[bytes], tracks: list[bytes]) -> dict[str, fl
     }
 
 
-def codec_ceiling(costs: dict[str, float]) -> float:
-    """The ratio the service could reach if fastavro's own read and write were all it added."""
-    step = costs["step"]
-    return step / (step + costs["fastavro read alone"] + costs["fastavro write alone"])
+class Relay:
+    """A KeyedProcessor that forwards each record's bytes: the Kafka loop with no work of its own.
+
+    Its state is one small entry per camera, so the changelog write stays in the loop.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.last: dict[str, int] = {}
+
+    def process(self, msg: Any) -> Processed:
+        """Forward the value under its key."""
+        key = (msg.key() or b"").decode()
+        self.last[key] = msg.offset() or 0
+        return Processed(key, [Output(self.topic, key, msg.value() or b"")])
+
+    def snapshot(self, key: str) -> dict[str, int]:
+        """The camera's last offset."""
+        return {"offset": self.last[key]}
+
+    def restore(self, key: str, state: Any) -> None:
+        """Nothing to restore in a fresh topic."""
+
+    def forget(self, key: str) -> None:
+        """Drop the camera."""
+        self.last.pop(key, None)
+
+
+def loop_cpu_us(
+    kafka: KafkaSettings,
+    args: argparse.Namespace,
+    values: list[tuple[str, bytes]],
+    processor: Callable[[TrackerSettings], KeyedProcessor],
+) -> float:
+    """CPU µs a record of an in-process StatefulRunner draining `values` with `processor`.
+
+    This process's CPU (librdkafka's threads included) from its first commit to its last, over
+    the records in between: the group join, the first batch and the idle wait are left out.
+    """
+    topics = RunTopics.fresh(kafka, args.partitions)
+    stats = StatefulStats()
+    marks: list[tuple[float, int]] = []  # (CPU s, records) at each commit
+    try:
+        fill(kafka, topics.detections, values)
+        settings = topics.settings(kafka, 3.0)
+        ensure_tracker_topics(settings)
+        config = StatefulConfig(
+            service="bench",
+            group=topics.group,
+            source_topic=topics.detections,
+            changelog_topic=topics.changelog,
+            deadletter_topic=topics.deadletter,
+            transactional_id=topics.group,
+            stop_after_idle_s=3.0,
+        )
+        StatefulRunner(
+            kafka,
+            config,
+            processor(settings),
+            stats,
+            on_committed=lambda _: marks.append((time.process_time(), stats.records)),
+        ).run(threading.Event())
+    finally:
+        topics.delete(kafka)
+    if stats.records != len(values) or len(marks) < 2:
+        raise RuntimeError(f"the loop read {stats.records} of {len(values)} records")
+    (cpu0, records0), (cpu1, records1) = marks[0], marks[-1]
+    return (cpu1 - cpu0) * 1e6 / (records1 - records0)
+
+
+def loop_costs(
+    kafka: KafkaSettings, args: argparse.Namespace, dets: list[Detections]
+) -> dict[str, float]:
+    """The same in-process StatefulRunner draining the same records: relaying, then tracking."""
+    codec = DetectionsCodec()
+    values = [(d.camera_id, codec.encode(d)) for d in dets]
+    relay = loop_cpu_us(kafka, args, values, lambda s: Relay(s.tracks_topic))
+    tracking = loop_cpu_us(kafka, args, values, TrackProcessor)
+    return {"Kafka loop relaying": relay, "Kafka loop tracking": tracking}
 
 
 def profile_drain(kafka: KafkaSettings, args: argparse.Namespace, dets: list[Detections]) -> str:
@@ -499,6 +586,25 @@ def profile_drain(kafka: KafkaSettings, args: argparse.Namespace, dets: list[Det
     stats = pstats.Stats(profiler, stream=text)
     stats.sort_stats("tottime").print_stats(18)
     return text.getvalue()
+
+
+def print_profile(kafka: KafkaSettings, args: argparse.Namespace, dets: list[Detections]) -> None:
+    """Where the time goes, the ceilings the fixed costs leave, and a cProfile of one drain."""
+    costs = step_costs(dets)
+    print("in-memory cost a record, us: " + json.dumps({k: round(v, 1) for k, v in costs.items()}))
+    loops = loop_costs(kafka, args, dets)
+    print(
+        "CPU a record, us, of one in-process StatefulRunner draining the same records: "
+        + json.dumps({k: round(v, 1) for k, v in loops.items()})
+    )
+    step, relay = costs["step"], loops["Kafka loop relaying"]
+    avro = costs["fastavro read alone"] + costs["fastavro write alone"]
+    print(
+        "ceilings, step / (step + fixed cost): fastavro's read + write "
+        f"{step / (step + avro):.2f}; the relaying loop {step / (step + relay):.2f}; "
+        f"both {step / (step + relay + avro):.2f}"
+    )
+    print(profile_drain(kafka, args, dets))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,15 +688,7 @@ def main() -> int:
         f" (runs p99 {runs_text([x.p99 for x in lats])})"
     )
     if args.profile:
-        costs = step_costs(dets)
-        print(
-            "in-memory cost a record, us: " + json.dumps({k: round(v, 1) for k, v in costs.items()})
-        )
-        print(
-            "ceiling with fastavro's own read + write as the only cost beside step: "
-            f"{codec_ceiling(costs):.2f}"
-        )
-        print(profile_drain(kafka, args, dets))
+        print_profile(kafka, args, dets)
     return 0
 
 
