@@ -53,6 +53,25 @@ def schema_fingerprint(schema: Mapping[str, Any] | str) -> bytes:
     return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
 
 
+def parse_plain(schema: Mapping[str, Any]) -> Any:
+    """Fastavro's parsed `schema` without its logical types, for reading and writing records.
+
+    framebus holds times as integer microseconds, so nothing needs converting, and fastavro's
+    conversion of each timestamp to and from `datetime` costs more than coding the field. The
+    bytes are the same and so is the fingerprint: logical types are not part of the parsing
+    canonical form.
+    """
+    return fastavro.parse_schema(_without_logical_types(dict(schema)))
+
+
+def _without_logical_types(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_logical_types(v) for k, v in node.items() if k != "logicalType"}
+    if isinstance(node, list):
+        return [_without_logical_types(v) for v in node]
+    return node
+
+
 def load_schema(name: str, schemas_dir: Path = SCHEMAS_DIR) -> dict[str, Any]:
     """Read `schemas/<name>.avsc`, the schema this release writes, as JSON."""
     return _read_schema(schemas_dir / f"{name}.avsc")
@@ -102,7 +121,7 @@ class SingleObjectCodec:
     def __init__(
         self, schema: Mapping[str, Any], older_schemas: Iterable[Mapping[str, Any]] = ()
     ) -> None:
-        self._schema = fastavro.parse_schema(dict(schema))
+        self._schema = parse_plain(schema)
         self._fingerprint = schema_fingerprint(schema)
         self._writers: dict[bytes, Any] = {self._fingerprint: self._schema}
         for old in older_schemas:
@@ -110,7 +129,7 @@ class SingleObjectCodec:
             # part of it): keep the current one.
             fp = schema_fingerprint(old)
             if fp not in self._writers:
-                self._writers[fp] = fastavro.parse_schema(dict(old))
+                self._writers[fp] = parse_plain(old)
         self.name = str(schema.get("name"))
 
     @property
@@ -155,13 +174,6 @@ class SingleObjectCodec:
 _HEAD_PREFIX_BYTES = 4096  # a frame's small fields; a longer head takes the full decode
 
 
-def _micros(value: Any) -> int:
-    # fastavro turns timestamp-micros into datetime; keep plain integers on our side.
-    if isinstance(value, int):
-        return value
-    return int(round(value.timestamp() * 1_000_000))
-
-
 class FrameCodec:
     """Frame <-> bytes."""
 
@@ -173,7 +185,7 @@ class FrameCodec:
             raise CodecError("frame.avsc: `tensor` must stay the last field (decode_view)")
         # The small fields, then the tensor's length prefix (Avro bytes = a long, then the bytes).
         head_fields = [*fields[:-1], {"name": "tensor_size", "type": "long"}]
-        self._head = fastavro.parse_schema({**schema, "name": "FrameHead", "fields": head_fields})
+        self._head = parse_plain({**schema, "name": "FrameHead", "fields": head_fields})
 
     def encode(self, frame: Frame) -> bytes:
         """Serialize a frame."""
@@ -232,7 +244,7 @@ class FrameCodec:
         return Frame(
             camera_id=r["camera_id"],
             seq=r["seq"],
-            capture_ts_us=_micros(r["capture_ts_us"]),
+            capture_ts_us=r["capture_ts_us"],
             pts_s=r["pts_s"],
             orig_width=r["orig_width"],
             orig_height=r["orig_height"],
@@ -284,7 +296,7 @@ class DetectionsCodec:
         return Detections(
             camera_id=r["camera_id"],
             seq=r["seq"],
-            capture_ts_us=_micros(r["capture_ts_us"]),
+            capture_ts_us=r["capture_ts_us"],
             status=FrameStatus(r["status"]),
             reason=r["reason"],
             model_name=r["model_name"],
@@ -341,8 +353,8 @@ class AlertCodec:
             rule=r["rule"],
             camera_id=r["camera_id"],
             seq=r["seq"],
-            capture_ts_us=_micros(r["capture_ts_us"]),
-            fired_at_us=_micros(r["fired_at_us"]),
+            capture_ts_us=r["capture_ts_us"],
+            fired_at_us=r["fired_at_us"],
             consecutive_frames=r["consecutive_frames"],
             zone=tuple((p["x"], p["y"]) for p in r["zone"]),
             anchor=ZoneAnchor(r["anchor"]),
@@ -404,7 +416,7 @@ class TracksCodec:
         return Tracks(
             camera_id=r["camera_id"],
             seq=r["seq"],
-            capture_ts_us=_micros(r["capture_ts_us"]),
+            capture_ts_us=r["capture_ts_us"],
             status=FrameStatus(r["status"]),
             reason=r["reason"],
             missing_before=r["missing_before"],
@@ -424,14 +436,14 @@ class TracksCodec:
                         o["class_name"],
                         o["score"],
                     ),
-                    first_seen_us=_micros(o["first_seen_us"]),
+                    first_seen_us=o["first_seen_us"],
                     confirmed=o["confirmed"],
                     hits=o["hits"],
                 )
                 for o in r["objects"]
             ),
             e2e_latency_ms=r["e2e_latency_ms"],
-            tracked_at_us=_micros(r["tracked_at_us"]),
+            tracked_at_us=r["tracked_at_us"],
             detections_partition=r["detections_partition"],
             detections_offset=r["detections_offset"],
         )

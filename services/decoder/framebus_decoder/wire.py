@@ -14,7 +14,7 @@ from typing import Any
 
 import fastavro
 
-from framebus.codec import MAGIC, load_schema, schema_fingerprint
+from framebus.codec import MAGIC, load_schema, parse_plain, schema_fingerprint
 from framebus.messages import Compression, TensorLayout
 
 
@@ -38,7 +38,7 @@ class FrameEncoder:
         if fields[-1]["name"] != "tensor":
             raise ValueError("frame.avsc: the fast path needs `tensor` as the last field")
         head = {**schema, "name": "FrameHead", "fields": fields[:-1]}
-        self._head = fastavro.parse_schema(head)
+        self._head = parse_plain(head)
         self._header = MAGIC + schema_fingerprint(schema)
 
     def encode(
