@@ -26,6 +26,8 @@ class CameraStats:
     latencies_ms: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     arrivals: deque[float] = field(default_factory=deque)  # monotonic arrival times, last window
+    first_arrival: float | None = None
+    last_arrival: float | None = None
     last_seq: int = -1
     out_of_order: int = 0
 
@@ -58,6 +60,9 @@ class RunStats:
         cam.records += 1
         cam.statuses[det.status.value] += 1
         cam.arrivals.append(now)
+        if cam.first_arrival is None:
+            cam.first_arrival = now
+        cam.last_arrival = now
         if det.seq <= cam.last_seq:
             cam.out_of_order += 1
         cam.last_seq = max(cam.last_seq, det.seq)
@@ -72,9 +77,17 @@ class RunStats:
         while cam.arrivals and now - cam.arrivals[0] > self.window_s:
             cam.arrivals.popleft()
 
-    def fps_out(self, camera_id: str) -> float:
-        """Records per second for the camera over the recent window."""
+    def fps_out(self, camera_id: str, whole_run: bool = False) -> float:
+        """Records per second for the camera over the recent window.
+
+        `whole_run`: from its first record to its last instead, for a summary read after the
+        records stopped.
+        """
         cam = self.cameras[camera_id]
+        if whole_run:
+            if cam.first_arrival is None or cam.last_arrival is None or cam.records < 2:
+                return 0.0
+            return (cam.records - 1) / max(cam.last_arrival - cam.first_arrival, 1e-6)
         self._trim(cam, self._clock())
         return len(cam.arrivals) / self.window_s
 
@@ -106,8 +119,14 @@ class RunStats:
             return (0.0, 0.0)
         return (min(inferred) / total, max(inferred) / total)
 
-    def table(self, inputs: Mapping[str, DecoderView] | None = None) -> str:
-        """The live per-camera table; `inputs` adds the decoder's side (fps in, its drops)."""
+    def table(
+        self, inputs: Mapping[str, DecoderView] | None = None, whole_run: bool = False
+    ) -> str:
+        """The per-camera table; `inputs` adds the decoder's side (fps in, its drops).
+
+        Live, fps out is the recent window's rate; `whole_run` (the summary) gives each camera's
+        average from its first record to its last instead.
+        """
         inputs = inputs or {}
         head = (
             f"{'camera':<14}{'fps in':>7}{'fps out':>8}{'frames':>8}{'batch':>7}"
@@ -121,7 +140,7 @@ class RunStats:
             drops += [f"{r} {n}" for r, n in view.dropped.items() if n]
             mean_batch = float(np.mean(cam.batch_sizes[-50:])) if cam.batch_sizes else 0.0
             rows.append(
-                f"{cid:<14}{view.fps_in:>7.1f}{self.fps_out(cid):>8.1f}{cam.records:>8}"
+                f"{cid:<14}{view.fps_in:>7.1f}{self.fps_out(cid, whole_run):>8.1f}{cam.records:>8}"
                 f"{mean_batch:>7.1f}{percentile(cam.latencies_ms, 50):>9.0f}"
                 f"{percentile(cam.latencies_ms, 99):>9.0f}  {', '.join(drops) or '-'}"
             )

@@ -115,9 +115,18 @@ class Live:
         if not self.live:
             print(line, flush=True)
 
-    def show(self, stats: RunStats, inputs: dict[str, DecoderView], board: TracksBoard) -> None:
-        """Print the tables (and, on a terminal, the latest lines) once more."""
-        tables = stats.table(inputs) + "\n\n" + board.table()
+    def show(
+        self,
+        stats: RunStats,
+        inputs: dict[str, DecoderView],
+        board: TracksBoard,
+        final: bool = False,
+    ) -> None:
+        """Print the tables (and, on a terminal, the latest lines) once more.
+
+        `final`: the summary after the run, with each camera's whole-run rate.
+        """
+        tables = stats.table(inputs, whole_run=final) + "\n\n" + board.table()
         if self.banner:
             tables = self.banner + "\n\n" + tables
         if self.live:

@@ -122,7 +122,7 @@ def run_demo(settings: DemoSettings) -> int:
             codes = processes.stop()
     finally:
         consumer.close()
-    live.show(stats, scraper.views, board)
+    live.show(stats, scraper.views, board, final=True)
     sheet = _render_sheet(settings, names, cameras[0].id)
     startup = startup_times(processes, stats)
     # A service that crashed (the alerts consumer, say) fails the demo even if the records came.
