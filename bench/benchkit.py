@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -103,6 +103,15 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092"),
         help="Kafka bootstrap servers (default: FRAMEBUS_BOOTSTRAP_SERVERS or 127.0.0.1:29092)",
     )
+
+
+def child_env(settings: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without its FRAMEBUS_* and OTEL_* variables, plus `settings`.
+
+    So a service a benchmark starts runs on the benchmark's settings only.
+    """
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEBUS_", "OTEL_"))}
+    return clean | dict(settings)
 
 
 def ratios(subject: Sequence[float], base: Sequence[float]) -> list[float]:

@@ -10,9 +10,9 @@ Against them, at the same time:
   (the `framebus-live:drawn` event, docs/live.md); the delay of a record is the moment its boxes
   were drawn on the page less the moment its detections record was handed to produce().
 - baseline: a bare reader in a process of its own (framebus's Consumer, a group of its own)
-  reading the same frames and detections topics from their end and touching each value's length:
-  what any viewer of these streams pays at least. Its delay is the direct hop: receive time of a
-  detections record less its produce() time.
+  reading the same frames and detections topics (fresh ones, so from their first record) and
+  keeping each detections record's bytes: what any viewer of these streams pays at least. Its
+  delay is the direct hop: receive time of a detections record less its produce() time.
 
 CPU per camera = a process's user + system CPU seconds over the window (from /proc, librdkafka's
 threads included) / window / cameras, in % of a core. Ratios: live / bare reader (CPU), and the
@@ -20,8 +20,8 @@ delay the page adds = live delay - direct hop (p50 and p99 per run; medians over
 the page skips (tile pacing, a tile still being sent) have no delay; how many were drawn is
 printed. No goal is set; the figures go into docs/benchmarks.md.
 
-    .venv/bin/python -m bench.live [--runs 3] [--cameras 16] [--fps 5] [--seconds 20]
-        [--warm-up-s 5] [--bootstrap 127.0.0.1:29092]
+    .venv/bin/python -m bench.live [--runs 3] [--cameras 16] [--fps 5] [--boxes 4]
+        [--partitions 4] [--seconds 20] [--warm-up-s 5] [--bootstrap 127.0.0.1:29092]
 """
 
 from __future__ import annotations
@@ -29,14 +29,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,12 +50,14 @@ from bench.benchkit import (
     SOURCE,
     U8,
     add_bootstrap_argument,
+    child_env,
     delete_topics,
     encode_frame,
     fresh_topics,
     parser_for,
     print_header,
     process_usage,
+    ratios,
     runs_text,
 )
 from framebus.codec import DetectionsCodec
@@ -65,11 +65,11 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings, TopicSettings
 from framebus.kafka.topics import TopicSpec, ensure_topics
-from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, FrameStatus
+from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.browser import CHROMIUM_ARGS, INSTALL_HINT, chromium_path
-from framebus_tools.pipeline import free_port
+from framebus_tools.pipeline import answers_200, free_port
 from framebus_tools.runstats import percentile
 
 PICTURES = 10  # distinct pictures a camera cycles through (JPEG cost depends on content)
@@ -83,7 +83,7 @@ Key = tuple[str, int]  # (camera, seq)
 def pictures(camera: int, boxes: int) -> list[tuple[U8, list[Box]]]:
     """Letterboxed tensors of a 1920x1080 picture with `boxes` shapes, and the boxes around them."""
     rng = np.random.default_rng(camera)
-    lb = Letterbox.fit(*SOURCE, SIZE, SIZE)
+    letterbox = LetterboxBuffer(SIZE, SIZE)
     ramp = np.linspace(40, 200, SOURCE[0], dtype=np.float32)
     out = []
     for i in range(PICTURES):
@@ -96,12 +96,8 @@ def pictures(camera: int, boxes: int) -> list[tuple[U8, list[Box]]]:
             colour = tuple(int(c) for c in rng.integers(0, 255, 3))
             cv2.rectangle(img, (x, y), (x + 90, y + 220), colour, -1)
             found.append(Box(x, y, x + 90, y + 220, 0, "person", 0.9))
-        tensor = np.full((SIZE, SIZE, 3), 114, np.uint8)
-        resized = cv2.resize(img, (lb.resized_width, lb.resized_height))
-        tensor[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width] = (
-            resized
-        )
-        out.append((tensor, found))
+        letterbox.fill_rgb(img)
+        out.append((letterbox.tensor.copy(), found))
     return out
 
 
@@ -149,14 +145,11 @@ def _bare_reader(bootstrap: str, topics: TopicSettings, stop_at: float, out: Con
     consumer = Consumer(kafka, f"bench-live-bare-{uuid.uuid4().hex[:8]}", {})
     consumer.client.subscribe([topics.frames_topic, topics.detections_topic])
     received: list[tuple[bytes, float]] = []
-    nbytes = 0
     out.send("subscribed")
     while time.time() < stop_at:
         for m in consumer.client.consume(200, 0.1):
-            if m.error() is None:
-                nbytes += len(m.value() or b"")
-                if m.topic() == topics.detections_topic:
-                    received.append((m.value() or b"", time.time()))
+            if m.error() is None and m.topic() == topics.detections_topic:
+                received.append((m.value() or b"", time.time()))
     consumer.close()
     # Decoded only now, so that the reading above stays bare.
     out.send([((d := codec.decode(v)).camera_id, d.seq, at) for v, at in received])
@@ -180,17 +173,18 @@ def live_service(
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`python -m framebus_live` on these topics; (process, its URL) once /readyz answers."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEBUS_", "OTEL_"))}
-    env |= {
-        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "FRAMEBUS_FRAMES_TOPIC": topics.frames_topic,
-        "FRAMEBUS_DETECTIONS_TOPIC": topics.detections_topic,
-        "FRAMEBUS_TRACKS_TOPIC": names["tracks"],
-        "FRAMEBUS_ALERTS_TOPIC": names["alerts"],
-        "FRAMEBUS_LIVE_SOURCE": "detections",
-        "FRAMEBUS_HTTP_PORT": str(port),
-        "FRAMEBUS_HTTP_HOST": "127.0.0.1",
-    }
+    env = child_env(
+        {
+            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "FRAMEBUS_FRAMES_TOPIC": topics.frames_topic,
+            "FRAMEBUS_DETECTIONS_TOPIC": topics.detections_topic,
+            "FRAMEBUS_TRACKS_TOPIC": names["tracks"],
+            "FRAMEBUS_ALERTS_TOPIC": names["alerts"],
+            "FRAMEBUS_LIVE_SOURCE": "detections",
+            "FRAMEBUS_HTTP_PORT": str(port),
+            "FRAMEBUS_HTTP_HOST": "127.0.0.1",
+        }
+    )
     log = Path(tempfile.mkstemp(prefix="bench-live-", suffix=".log")[1])
     with log.open("wb") as sink:
         proc = subprocess.Popen(
@@ -199,17 +193,11 @@ def live_service(
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 60
-        while True:
+        while not answers_200(url + "readyz"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"framebus_live not ready; log {log}:\n{log.read_text()[-3000:]}"
                 )
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(url + "readyz", timeout=2) as r,  # noqa: S310
-            ):
-                if r.status == 200:
-                    break
             time.sleep(0.2)
         yield proc, url
     finally:
@@ -360,7 +348,7 @@ def main() -> int:
     def med(name: str) -> float:
         return float(statistics.median(getattr(r, name) for r in runs))
 
-    cpu_ratios = [r.live_cpu_pct / r.bare_cpu_pct for r in runs]
+    cpu_ratios = ratios([r.live_cpu_pct for r in runs], [r.bare_cpu_pct for r in runs])
     added50 = [r.live_p50_ms - r.hop_p50_ms for r in runs]
     added99 = [r.live_p99_ms - r.hop_p99_ms for r in runs]
     print(

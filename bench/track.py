@@ -41,7 +41,6 @@ import cProfile
 import io
 import json
 import multiprocessing
-import os
 import pstats
 import statistics
 import subprocess
@@ -62,6 +61,7 @@ import numpy as np
 
 from bench.benchkit import (
     add_bootstrap_argument,
+    child_env,
     delete_topics,
     parser_for,
     print_header,
@@ -187,19 +187,19 @@ class RunTopics:
 
     def env(self, kafka: KafkaSettings, stop_after_idle_s: float) -> dict[str, str]:
         """The same settings as FRAMEBUS_* variables for `python -m framebus_tracker`."""
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEBUS_", "OTEL_"))}
-        return {
-            **clean,
-            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "FRAMEBUS_DETECTIONS_TOPIC": self.detections,
-            "FRAMEBUS_DEADLETTER_TOPIC": self.deadletter,
-            "FRAMEBUS_TRACKS_TOPIC": self.tracks,
-            "FRAMEBUS_TRACKER_GROUP": self.group,
-            "FRAMEBUS_TRACKER_CHANGELOG_TOPIC": self.changelog,
-            "FRAMEBUS_TRANSACTIONAL_ID": self.group,
-            "FRAMEBUS_STOP_AFTER_IDLE_S": str(stop_after_idle_s),
-            "FRAMEBUS_LOG_LEVEL": "info",
-        }
+        return child_env(
+            {
+                "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+                "FRAMEBUS_DETECTIONS_TOPIC": self.detections,
+                "FRAMEBUS_DEADLETTER_TOPIC": self.deadletter,
+                "FRAMEBUS_TRACKS_TOPIC": self.tracks,
+                "FRAMEBUS_TRACKER_GROUP": self.group,
+                "FRAMEBUS_TRACKER_CHANGELOG_TOPIC": self.changelog,
+                "FRAMEBUS_TRANSACTIONAL_ID": self.group,
+                "FRAMEBUS_STOP_AFTER_IDLE_S": str(stop_after_idle_s),
+                "FRAMEBUS_LOG_LEVEL": "info",
+            }
+        )
 
 
 def fill(kafka: KafkaSettings, topic: str, values: list[tuple[str, bytes]]) -> None:
@@ -455,8 +455,7 @@ def step_costs(dets: list[Detections]) -> dict[str, float]:
         with tracer.start_as_current_span("framebus.track", context=tracing.extract_context([])):
             tracing.inject_headers()
     marks.append(time.perf_counter())
-    for tracks in out:
-        tracks_codec.encode(tracks)
+    tracks_encoded = [tracks_codec.encode(tracks) for tracks in out]
     marks.append(time.perf_counter())
     for _ in range(len(dets) // len(trackers)):  # one state per camera a batch: the upper bound
         for tracker in trackers.values():
@@ -466,7 +465,7 @@ def step_costs(dets: list[Detections]) -> dict[str, float]:
     costs = {
         n: (b - a) * 1e6 / len(dets) for n, a, b in zip(names, marks[:-1], marks[1:], strict=True)
     }
-    return costs | fastavro_costs(encoded, [tracks_codec.encode(t) for t in out])
+    return costs | fastavro_costs(encoded, tracks_encoded)
 
 
 def fastavro_costs(detections: list[bytes], tracks: list[bytes]) -> dict[str, float]:

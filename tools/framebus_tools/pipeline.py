@@ -219,7 +219,7 @@ class PipelineProcesses:
         waiting = list(self._consumers)
         while waiting and time.monotonic() <= deadline:
             for name in list(waiting):
-                if _answers_200(f"http://127.0.0.1:{ports[name]}/readyz"):
+                if answers_200(f"http://127.0.0.1:{ports[name]}/readyz"):
                     self.ready_s[name] = time.monotonic() - spawned
                     waiting.remove(name)
                 elif self.procs[name].poll() is not None:
@@ -275,7 +275,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _answers_200(url: str) -> bool:
+def answers_200(url: str) -> bool:
+    """True when `url` answers 200 within 2 s."""
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - our own child, loopback
             return bool(resp.status == 200)
