@@ -78,7 +78,6 @@ from framebus.kafka.stateful import (
     KeyedProcessor,
     Output,
     Processed,
-    StatefulConfig,
     StatefulRunner,
     StatefulStats,
 )
@@ -87,7 +86,7 @@ from framebus.messages import Detections, Tracks
 from framebus.telemetry import tracing
 from framebus_tools.runstats import percentile
 from framebus_tools.walkers import camera_detections
-from framebus_tracker.service import TrackProcessor, ensure_tracker_topics
+from framebus_tracker.service import TrackProcessor, ensure_tracker_topics, stateful_config
 from framebus_tracker.settings import TrackerSettings
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
@@ -534,18 +533,9 @@ def loop_cpu_us(
         fill(kafka, topics.detections, values)
         settings = topics.settings(kafka, 3.0)
         ensure_tracker_topics(settings)
-        config = StatefulConfig(
-            service="bench",
-            group=topics.group,
-            source_topic=topics.detections,
-            changelog_topic=topics.changelog,
-            deadletter_topic=topics.deadletter,
-            transactional_id=topics.group,
-            stop_after_idle_s=3.0,
-        )
         StatefulRunner(
             kafka,
-            config,
+            stateful_config(settings),
             processor(settings),
             stats,
             on_committed=lambda _: marks.append((time.process_time(), stats.records)),

@@ -169,16 +169,9 @@ def ensure_tracker_topics(settings: TrackerSettings) -> None:
     )
 
 
-def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
-    """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_tracker.telemetry import tracker_telemetry
-
-    stop = stop or threading.Event()
-    tracing.setup_tracing("framebus-tracker", os.environ)
-    ensure_tracker_topics(settings)
-    stats = TrackerStats()
-    processor = TrackProcessor(settings, stats)
-    config = StatefulConfig(
+def stateful_config(settings: TrackerSettings) -> StatefulConfig:
+    """The exactly-once loop's settings for this tracker: its group, topics and transactional id."""
+    return StatefulConfig(
         service=SERVICE,
         group=settings.tracker_group,
         source_topic=settings.topics.detections_topic,
@@ -189,6 +182,18 @@ def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
         ),
         stop_after_idle_s=settings.stop_after_idle_s,
     )
+
+
+def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
+    """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
+    from framebus_tracker.telemetry import tracker_telemetry
+
+    stop = stop or threading.Event()
+    tracing.setup_tracing("framebus-tracker", os.environ)
+    ensure_tracker_topics(settings)
+    stats = TrackerStats()
+    processor = TrackProcessor(settings, stats)
+    config = stateful_config(settings)
     telemetry = tracker_telemetry(settings.http_port, stats) if settings.http_port else None
     runner = StatefulRunner(
         settings.kafka,
