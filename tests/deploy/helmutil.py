@@ -20,6 +20,7 @@ CI_VALUES = {
     "cpu": CHART / "ci" / "cpu-values.yaml",
 }
 RELEASE = "fb"
+GPU = "nvidia.com/gpu"
 # `keda` values that turn KEDA on: the Prometheus trigger (on by default) needs its server.
 KEDA_ON: dict[str, Any] = {
     "enabled": True,
@@ -137,6 +138,11 @@ class Rendered:
         (container,) = self.deployment(component)["spec"]["template"]["spec"]["containers"]
         return container
 
+    def scaled_object(self, component: str) -> dict[str, Any]:
+        """The component's only KEDA ScaledObject."""
+        (scaled,) = self.of_component("ScaledObject", component)
+        return scaled
+
     def pod_specs(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(component, pod spec) of every workload: Deployments and Jobs."""
         for d in self.docs:
@@ -161,6 +167,17 @@ def process_env(container: dict[str, Any]) -> dict[str, str]:
         else:
             env[entry["name"]] = "pod-0"
     return env
+
+
+def assert_off_the_gpu_pool(result: Rendered, component: str) -> None:
+    """The component's only Deployment keeps off the GPU pool: no GPU request, no toleration of
+    the pool's nvidia.com/gpu taint, none of its node labels, no GPU runtime class."""
+    pod = result.deployment(component)["spec"]["template"]["spec"]
+    container = result.container(component)
+    assert not any(GPU in (container["resources"].get(p) or {}) for p in ("requests", "limits"))
+    assert not any(t.get("key") == GPU for t in pod.get("tolerations", []))
+    assert not any("nvidia" in k for k in pod.get("nodeSelector", {}))
+    assert "runtimeClassName" not in pod
 
 
 def containers_of(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:

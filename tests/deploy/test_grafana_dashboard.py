@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import product
 from typing import Any
 
@@ -170,18 +170,30 @@ def test_variable_query_names_when_label_values_then_the_selector_metric_only() 
     assert variable_query_names("label_values(camera)") == set()
 
 
-def test_dashboard_when_queried_then_every_metric_it_names_is_exported_by_a_service(
-    dashboard: dict[str, Any], exported_metrics: dict[str, set[str]]
-) -> None:
-    exported = set().union(*exported_metrics.values())
+def _named(queries: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Each metric the (where, query) pairs name -> where; a query naming none fails the test."""
     named = {}
-    for where, expr in [*_queries(dashboard), *_variable_queries(dashboard)]:
+    for where, expr in queries:
         names = (variable_query_names if where.startswith("variable") else metric_names)(expr)
         assert names, f"{where} names no metric: {expr}"
         for name in names:
             named[name] = where
-    missing = {name: where for name, where in named.items() if name not in exported}
+    return named
+
+
+def _unexported(queries: Iterable[tuple[str, str]], exported: set[str]) -> dict[str, str]:
+    """Each metric the queries name that is not in `exported` -> where it is named."""
+    return {name: where for name, where in _named(queries).items() if name not in exported}
+
+
+def test_dashboard_when_queried_then_every_metric_it_names_is_exported_by_a_service(
+    dashboard: dict[str, Any], exported_metrics: dict[str, set[str]]
+) -> None:
+    exported = set().union(*exported_metrics.values())
+    queries = [*_queries(dashboard), *_variable_queries(dashboard)]
+    missing = _unexported(queries, exported)
     assert not missing, f"not exported by any service's /metrics: {missing}"
+    named = _named(queries)
     # Each service's own metrics are shown (the live service's are left to its own work).
     for service, names in exported_metrics.items():
         assert names & set(named), f"no panel shows a {service} metric"
@@ -191,10 +203,20 @@ def test_metric_check_when_a_name_is_made_up_then_it_is_caught(
     exported_metrics: dict[str, set[str]],
 ) -> None:
     exported = set().union(*exported_metrics.values())
-    expr = 'sum(rate(framebus_inferencer_frames_infered_total{status="INFERRED"}[5m]))'
-    assert metric_names(expr) - exported == {"framebus_inferencer_frames_infered_total"}
-    # A histogram is stored as _bucket/_sum/_count: its bare name is no series.
-    assert "framebus_inferencer_e2e_latency_seconds" not in exported
+    queries = [
+        ("panel 1 A", 'sum(rate(framebus_inferencer_frames_infered_total{status="INFERRED"}[5m]))'),
+        # A histogram is stored as _bucket/_sum/_count: its bare name is no series.
+        (
+            "panel 2 A",
+            "histogram_quantile(0.99, rate(framebus_inferencer_e2e_latency_seconds[5m]))",
+        ),
+        ("panel 3 A", "max(framebus_inferencer_consumer_lag_seconds)"),
+        ("variable camera", "label_values(framebus_inferencer_consumer_lag_seconds, camera)"),
+    ]
+    assert _unexported(queries, exported) == {
+        "framebus_inferencer_frames_infered_total": "panel 1 A",
+        "framebus_inferencer_e2e_latency_seconds": "panel 2 A",
+    }
 
 
 def test_dashboard_when_showing_quantiles_then_they_come_from_bucket_rates_by_le(

@@ -30,22 +30,12 @@ def _only_container(pod_spec: dict[str, Any]) -> dict[str, Any]:
     return container
 
 
-def _inferencer(result: Rendered) -> dict[str, Any]:
-    (deployment,) = result.deployments("inferencer")
-    return deployment
-
-
 def _uses_gpu(pod_spec: dict[str, Any]) -> bool:
     return any(
         GPU in (c.get("resources", {}).get(part) or {})
         for c in containers_of(pod_spec)
         for part in ("limits", "requests")
     )
-
-
-def _scaled_object(result: Rendered, component: str) -> dict[str, Any]:
-    (scaled,) = result.of_component("ScaledObject", component)
-    return scaled
 
 
 def _gpu_tolerations(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -78,7 +68,7 @@ def test_gpu_when_enabled_then_only_the_inferencer_requests_and_tolerates_it(
 def test_gpu_pool_values_when_rendered_then_inferencer_gets_runtime_class_and_node_selector(
     rendered: dict[str, Rendered],
 ) -> None:
-    pod = _inferencer(rendered["gpu-keda"])["spec"]["template"]["spec"]
+    pod = rendered["gpu-keda"].deployment("inferencer")["spec"]["template"]["spec"]
     assert pod["runtimeClassName"] == "nvidia"
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     env = env_of(_only_container(pod))
@@ -93,7 +83,7 @@ def test_cpu_values_when_rendered_then_nothing_asks_for_a_gpu(
 ) -> None:
     result = rendered["cpu"]
     assert GPU not in result.text
-    pod = _inferencer(result)["spec"]["template"]["spec"]
+    pod = result.deployment("inferencer")["spec"]["template"]["spec"]
     assert "runtimeClassName" not in pod
     assert not pod.get("tolerations")
     env = env_of(_only_container(pod))
@@ -127,7 +117,7 @@ def test_probes_when_any_values_then_every_service_probes_healthz_and_readyz_on_
 def test_inferencer_when_engine_build_is_slow_then_a_startup_probe_holds_off_liveness(
     rendered: dict[str, Rendered],
 ) -> None:
-    container = _only_container(_inferencer(rendered["default"])["spec"]["template"]["spec"])
+    container = rendered["default"].container("inferencer")
     startup = container["startupProbe"]
     assert startup["httpGet"]["path"] == "/healthz"
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
@@ -154,7 +144,7 @@ def test_otel_when_enabled_then_standard_sdk_variables_are_set(
 
 
 def test_otel_when_disabled_then_the_sdk_is_switched_off(rendered: dict[str, Rendered]) -> None:
-    env = env_of(_only_container(_inferencer(rendered["default"])["spec"]["template"]["spec"]))
+    env = env_of(rendered["default"].container("inferencer"))
     assert env["OTEL_SDK_DISABLED"]["value"] == "true"
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env
 
@@ -267,9 +257,9 @@ def test_keda_when_enabled_then_scaled_object_targets_the_inferencer_group_and_t
     rendered: dict[str, Rendered],
 ) -> None:
     result = rendered["gpu-keda"]
-    deployment = _inferencer(result)
+    deployment = result.deployment("inferencer")
     env = env_of(_only_container(deployment["spec"]["template"]["spec"]))
-    scaled = _scaled_object(result, "inferencer")
+    scaled = result.scaled_object("inferencer")
     spec = scaled["spec"]
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
     assert spec["scaleTargetRef"] == {
@@ -366,7 +356,7 @@ def test_keda_when_max_replicas_equals_partitions_then_render_succeeds(
         "kafka": {"partitions": {"frames": 6}},
     }
     result = helm.render([write_values(tmp_path, values)])
-    assert _scaled_object(result, "inferencer")["spec"]["maxReplicaCount"] == 6
+    assert result.scaled_object("inferencer")["spec"]["maxReplicaCount"] == 6
     assert not result.of_kind("TriggerAuthentication")  # plaintext: nothing to authenticate
 
 
@@ -466,7 +456,7 @@ def test_engine_cache_when_pvc_then_claim_is_kept_and_mounted_where_the_app_look
     (claim,) = result.of_kind("PersistentVolumeClaim")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    pod = _inferencer(result)["spec"]["template"]["spec"]
+    pod = result.deployment("inferencer")["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert (
         volumes["engine-cache"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
@@ -477,7 +467,7 @@ def test_engine_cache_when_pvc_then_claim_is_kept_and_mounted_where_the_app_look
 
 
 def test_engine_cache_when_default_then_empty_dir(rendered: dict[str, Rendered]) -> None:
-    pod = _inferencer(rendered["default"])["spec"]["template"]["spec"]
+    pod = rendered["default"].deployment("inferencer")["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes["engine-cache"]
     assert not rendered["default"].of_kind("PersistentVolumeClaim")
@@ -486,7 +476,7 @@ def test_engine_cache_when_default_then_empty_dir(rendered: dict[str, Rendered])
 def test_model_when_url_source_then_init_container_downloads_and_checks_it(
     rendered: dict[str, Rendered],
 ) -> None:
-    pod = _inferencer(rendered["cpu"])["spec"]["template"]["spec"]
+    pod = rendered["cpu"].deployment("inferencer")["spec"]["template"]["spec"]
     (init,) = pod["initContainers"]
     env = env_of(init)
     assert env["MODEL_URL"]["value"] == "https://models.example.com/yolo/yolo-640.onnx"

@@ -129,7 +129,8 @@ def test_crd_schema_when_trigger_metadata_is_wrong_then_it_is_rejected(
         ("grafana.dashboards.enabled=yes", "/grafana/dashboards/enabled"),
         ("grafana.dashboards.folderName=x", "/grafana/dashboards"),
         ("live.source=webrtc", "/live/source"),
-        ("live.httpPort=0", "/live/httpPort"),
+        ("live.service.port=0", "/live/service/port"),
+        ("live.httpPort=8090", "/live"),  # gone: the pod listens on http.port
         ("live.replicas=2", "/live"),  # one pod serves every viewer
         ("live.service.type=ExternalName", "/live/service/type"),
         ("kafka.topics.alerts=bad topic", "/kafka/topics/alerts"),

@@ -15,8 +15,7 @@ pytestmark = pytest.mark.deploy
 
 
 def _triggers(result: Rendered, component: str = "inferencer") -> dict[str, dict[str, Any]]:
-    (scaled,) = result.of_component("ScaledObject", component)
-    triggers = scaled["spec"]["triggers"]
+    triggers = result.scaled_object(component)["spec"]["triggers"]
     by_type = {t["type"]: t for t in triggers}
     assert len(by_type) == len(triggers)
     return by_type
@@ -39,7 +38,9 @@ def test_keda_when_enabled_then_inferencer_scales_on_max_lag_seconds_as_a_value(
     assert (meta["threshold"], meta["activationThreshold"]) == ("0.5", "0.1")
     assert all(isinstance(v, str) for v in meta.values())
     # The query reads what the inferencer's /metrics exports.
-    assert metric_names(meta["query"]) <= exported_metrics["inferencer"]
+    names = metric_names(meta["query"])
+    assert names == {"framebus_inferencer_consumer_lag_seconds"}
+    assert names <= exported_metrics["inferencer"]
 
 
 def test_keda_when_scaled_to_zero_then_the_kafka_trigger_wakes_it_and_no_series_reads_as_zero(

@@ -1,5 +1,6 @@
 """The live page in the chart (off by default) and in compose: `python -m framebus_live` from the
-decoder image, its page, probes and metrics on one port, reading the topics the others write."""
+decoder image, its page, probes and metrics on http.port like every service (its Service on
+live.service.port), reading the topics the others write."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.deploy.helmutil import (
     REPO,
     Helm,
     Rendered,
+    assert_off_the_gpu_pool,
     env_of,
     process_env,
     write_values,
@@ -23,7 +25,6 @@ from tests.deploy.helmutil import (
 
 pytestmark = pytest.mark.deploy
 
-GPU = "nvidia.com/gpu"
 TOPIC_VARIABLES = (
     "FRAMEBUS_FRAMES_TOPIC",
     "FRAMEBUS_DETECTIONS_TOPIC",
@@ -83,13 +84,15 @@ def test_live_when_enabled_then_page_probes_and_metrics_share_its_http_port(
     result = rendered["gpu-keda"]
     deployment = result.deployment("live")
     container = result.container("live")
+    # The pod listens on http.port, like every service; only its Service offers 8090.
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"http": 8090}
-    assert env_of(container)["FRAMEBUS_HTTP_PORT"]["value"] == "8090"
+    assert ports == {"http": 8080}
+    assert ports == {p["name"]: p["containerPort"] for p in result.container("tracker")["ports"]}
+    assert env_of(container)["FRAMEBUS_HTTP_PORT"]["value"] == "8080"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/port"] == "8090"
+    assert annotations["prometheus.io/port"] == "8080"
     assert annotations["prometheus.io/path"] == "/metrics"
 
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -108,18 +111,14 @@ def test_live_when_enabled_then_page_probes_and_metrics_share_its_http_port(
 
 
 def test_live_when_enabled_then_it_stays_off_the_gpu_pool(rendered: dict[str, Rendered]) -> None:
-    pod = rendered["gpu-keda"].deployment("live")["spec"]["template"]["spec"]
-    container = rendered["gpu-keda"].container("live")
-    assert not any(GPU in (container["resources"].get(p) or {}) for p in ("requests", "limits"))
-    assert not any(t.get("key") == GPU for t in pod.get("tolerations", []))
-    assert "runtimeClassName" not in pod
+    assert_off_the_gpu_pool(rendered["gpu-keda"], "live")
 
 
 def test_live_when_knobs_set_then_its_env_and_service_follow(helm: Helm, tmp_path: Path) -> None:
     values = {
+        "http": {"port": 9000},
         "live": {
             "enabled": True,
-            "httpPort": 9000,
             "consumerGroup": "viewers",
             "source": "detections",
             "service": {"type": "NodePort", "port": 80},
@@ -135,14 +134,18 @@ def test_live_when_knobs_set_then_its_env_and_service_follow(helm: Helm, tmp_pat
     )
     assert env["FRAMEBUS_TRACKS_TOPIC"] == "site.tracks"
     (service,) = result.of_component("Service", "live")
-    assert (service["spec"]["type"], service["spec"]["ports"][0]["port"]) == ("NodePort", 80)
+    assert service["spec"]["type"] == "NodePort"
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    ]
     assert result.container("live")["ports"][0]["containerPort"] == 9000
 
 
 def test_live_when_chart_and_compose_then_it_reads_the_same_topics_and_group(
     helm: Helm, compose_live: dict[str, Any]
 ) -> None:
-    chart_env = process_env(helm.render(sets=["live.enabled=true"]).container("live"))
+    result = helm.render(sets=["live.enabled=true"])
+    chart_env = process_env(result.container("live"))
     compose_env = {k: str(v) for k, v in compose_live["environment"].items()}
     # Compose leaves the frames and detections topics at the settings' defaults.
     compose_env.setdefault("FRAMEBUS_FRAMES_TOPIC", TopicSettings().frames_topic)
@@ -150,7 +153,9 @@ def test_live_when_chart_and_compose_then_it_reads_the_same_topics_and_group(
     assert {k: chart_env[k] for k in TOPIC_VARIABLES} == {
         k: compose_env[k] for k in TOPIC_VARIABLES
     }
-    assert chart_env["FRAMEBUS_HTTP_PORT"] == compose_env["FRAMEBUS_HTTP_PORT"] == "8090"
+    # The page is on 8090 in both: the chart's Service port, compose's container port.
+    (service,) = result.of_component("Service", "live")
+    assert service["spec"]["ports"][0]["port"] == int(compose_env["FRAMEBUS_HTTP_PORT"]) == 8090
 
 
 def test_live_when_compose_runs_then_page_on_localhost_8090_after_its_topics(
@@ -169,7 +174,8 @@ def test_live_when_knobs_set_then_they_load_into_the_live_settings(
     helm: Helm, tmp_path: Path
 ) -> None:
     values = {
-        "live": {"enabled": True, "httpPort": 9000, "consumerGroup": "viewers", "source": "tracks"},
+        "http": {"port": 9000},
+        "live": {"enabled": True, "consumerGroup": "viewers", "source": "tracks"},
         "kafka": {"topics": {"alerts": "site.alerts", "tracks": "site.tracks"}},
     }
     env = process_env(helm.render([write_values(tmp_path, values)]).container("live"))

@@ -15,6 +15,7 @@ from tests.deploy.helmutil import (
     KEDA_ON,
     Helm,
     Rendered,
+    assert_off_the_gpu_pool,
     containers_of,
     env_of,
     process_env,
@@ -22,16 +23,6 @@ from tests.deploy.helmutil import (
 )
 
 pytestmark = pytest.mark.deploy
-
-GPU = "nvidia.com/gpu"
-
-
-def _tracker(result: Rendered) -> dict[str, Any]:
-    return result.deployment("tracker")
-
-
-def _tracker_container(result: Rendered) -> dict[str, Any]:
-    return result.container("tracker")
 
 
 def _topics_container(result: Rendered) -> dict[str, Any]:
@@ -49,7 +40,7 @@ def test_tracker_when_rendered_then_it_runs_the_tracker_module_from_the_decoder_
     rendered: dict[str, Rendered], values_name: str
 ) -> None:
     result = rendered[values_name]
-    container = _tracker_container(result)
+    container = result.container("tracker")
     (decoder, *_) = result.deployments("decoder")
     (decoder_container,) = decoder["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["python", "-m", "framebus_tracker"]
@@ -77,7 +68,7 @@ def test_tracker_when_knobs_set_then_the_app_loads_exactly_those_values(
         "kafka": {"topics": {"tracks": "t.tracks", "trackerChangelog": "t.changelog"}},
     }
     result = helm.render([write_values(tmp_path, values)])
-    loaded = cfg.load(TrackerSettings, process_env(_tracker_container(result)))
+    loaded = cfg.load(TrackerSettings, process_env(result.container("tracker")))
     assert (loaded.tracker_group, loaded.min_hits, loaded.max_lost_s) == ("trk", 3, 1.5)
     assert (loaded.match_buffer, loaded.min_match_iou) == (0.25, 0.1)
     assert (loaded.tracks_topic, loaded.tracker_changelog_topic) == ("t.tracks", "t.changelog")
@@ -88,21 +79,15 @@ def test_tracker_when_knobs_set_then_the_app_loads_exactly_those_values(
 def test_tracker_when_a_gpu_pool_is_configured_then_it_is_not_scheduled_there(
     rendered: dict[str, Rendered], values_name: str
 ) -> None:
-    pod = _tracker(rendered[values_name])["spec"]["template"]["spec"]
-    container = _tracker_container(rendered[values_name])
-    assert not any(GPU in (container["resources"].get(p) or {}) for p in ("requests", "limits"))
-    # The GPU pool is tainted nvidia.com/gpu: no toleration, and none of its node labels.
-    assert not any(t.get("key") == GPU for t in pod.get("tolerations", []))
-    assert not any("nvidia" in k for k in pod.get("nodeSelector", {}))
-    assert "runtimeClassName" not in pod
-    assert container["resources"]["limits"]["cpu"] == "1"
+    assert_off_the_gpu_pool(rendered[values_name], "tracker")
+    assert rendered[values_name].container("tracker")["resources"]["limits"]["cpu"] == "1"
 
 
 def test_tracker_when_rendered_then_service_monitor_and_pdb_select_its_pods(
     rendered: dict[str, Rendered],
 ) -> None:
     result = rendered["gpu-keda"]
-    labels = _tracker(result)["spec"]["template"]["metadata"]["labels"]
+    labels = result.deployment("tracker")["spec"]["template"]["metadata"]["labels"]
     (service,) = result.of_component("Service", "tracker")
     (monitor,) = result.of_component("ServiceMonitor", "tracker")
     (pdb,) = result.of_component("PodDisruptionBudget", "tracker")
@@ -118,10 +103,9 @@ def test_tracker_keda_when_enabled_then_scales_on_its_group_lag_on_detections(
     rendered: dict[str, Rendered],
 ) -> None:
     result = rendered["gpu-keda"]
-    deployment = _tracker(result)
-    env = env_of(_tracker_container(result))
-    (scaled,) = result.of_component("ScaledObject", "tracker")
-    spec = scaled["spec"]
+    deployment = result.deployment("tracker")
+    env = env_of(result.container("tracker"))
+    spec = result.scaled_object("tracker")["spec"]
     assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     (trigger,) = spec["triggers"]
     meta = trigger["metadata"]
@@ -138,7 +122,7 @@ def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object
 ) -> None:
     values = {"keda": KEDA_ON, "tracker": {"replicas": 3, "keda": {"enabled": False}}}
     result = helm.render([write_values(tmp_path, values)])
-    assert _tracker(result)["spec"]["replicas"] == 3
+    assert result.deployment("tracker")["spec"]["replicas"] == 3
     assert not result.of_component("ScaledObject", "tracker")
     assert result.of_component("ScaledObject", "inferencer")
 
@@ -211,7 +195,7 @@ def test_topics_job_when_tracker_topics_renamed_then_it_creates_the_names_the_tr
     result = helm.render([write_values(tmp_path, values)])
     container = _topics_container(result)
     job_names = cfg.load(TrackerSettings, process_env(container))
-    tracker = cfg.load(TrackerSettings, process_env(_tracker_container(result)))
+    tracker = cfg.load(TrackerSettings, process_env(result.container("tracker")))
     assert (job_names.tracks_topic, job_names.tracker_changelog_topic) == (
         tracker.tracks_topic,
         tracker.tracker_changelog_topic,

@@ -145,15 +145,10 @@ Credentials only ever come from the user's Secret through secretKeyRef.
 
 {{/* Environment of the long-running services: logging and the health/metrics HTTP port. */}}
 {{- define "framebus.serviceEnv" -}}
-{{- include "framebus.serviceEnvOnPort" (list . .Values.http.port) }}
-{{- end }}
-
-{{/* The same on another port. Usage: include "framebus.serviceEnvOnPort" (list . .Values.live.httpPort) */}}
-{{- define "framebus.serviceEnvOnPort" -}}
 - name: FRAMEBUS_LOG_LEVEL
-  value: {{ (index . 0).Values.logLevel | quote }}
+  value: {{ .Values.logLevel | quote }}
 - name: FRAMEBUS_HTTP_PORT
-  value: {{ index . 1 | quote }}
+  value: {{ .Values.http.port | quote }}
 {{- end }}
 
 {{/* Standard OpenTelemetry SDK variables. Usage: include "framebus.otelEnv" (list . "framebus-decoder") */}}
@@ -217,14 +212,9 @@ securityContext:
 
 {{/* Prometheus scrape annotations for a pod template. */}}
 {{- define "framebus.scrapeAnnotations" -}}
-{{- include "framebus.scrapeAnnotationsOnPort" (list . .Values.http.port) }}
-{{- end }}
-
-{{/* The same for a pod serving on another port. Usage: include "framebus.scrapeAnnotationsOnPort" (list . port) */}}
-{{- define "framebus.scrapeAnnotationsOnPort" -}}
-{{- if (index . 0).Values.metrics.podAnnotations -}}
+{{- if .Values.metrics.podAnnotations -}}
 prometheus.io/scrape: "true"
-prometheus.io/port: {{ index . 1 | quote }}
+prometheus.io/port: {{ .Values.http.port | quote }}
 prometheus.io/path: /metrics
 {{- end }}
 {{- end }}
@@ -285,7 +275,7 @@ Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
 
 {{/*
 Deployment of a CPU service run from the decoder image (tracker, live): labels, pod annotations
-(scrape on the service's HTTP port), pod settings, image, command, port, environment, probes,
+(scrape on http.port), pod settings, image, command, port, environment, probes,
 resources, volumes and scheduling, all from the component's values.
 Parameters (a dict):
   root      the chart's root context
@@ -294,11 +284,10 @@ Parameters (a dict):
   values    the component's values (image, podLabels, podAnnotations, priorityClassName,
             terminationGracePeriodSeconds, extraEnv, probes, resources, nodeSelector,
             tolerations, affinity)
-  port      the HTTP port (health, readiness, metrics)
   module    the Python module the container runs (`python -m <module>`)
   replicas  YAML put first in the Deployment's spec (the replicas line); empty for none
   env       the component's own env entries, put after the shared ones and before extraEnv
-Usage: include "framebus.cpuServiceDeployment" (dict "root" . "component" "tracker" "values" .Values.tracker "port" .Values.http.port "module" "framebus_tracker" "replicas" "replicas: 1" "env" (include "framebus.tracker.env" .))
+Usage: include "framebus.cpuServiceDeployment" (dict "root" . "component" "tracker" "values" .Values.tracker "module" "framebus_tracker" "replicas" "replicas: 1" "env" (include "framebus.tracker.env" .))
 */}}
 {{- define "framebus.cpuServiceDeployment" -}}
 {{- $root := .root }}
@@ -325,7 +314,7 @@ spec:
         {{- with $v.podLabels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-      {{- $annotations := merge (include "framebus.scrapeAnnotationsOnPort" (list $root .port) | fromYaml) ($v.podAnnotations | default dict) }}
+      {{- $annotations := merge (include "framebus.scrapeAnnotations" $root | fromYaml) ($v.podAnnotations | default dict) }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -344,11 +333,11 @@ spec:
           command: ["python", "-m", {{ .module | quote }}]
           ports:
             - name: http
-              containerPort: {{ .port }}
+              containerPort: {{ $root.Values.http.port }}
               protocol: TCP
           env:
             {{- include "framebus.kafkaEnv" $root | nindent 12 }}
-            {{- include "framebus.serviceEnvOnPort" (list $root .port) | nindent 12 }}
+            {{- include "framebus.serviceEnv" $root | nindent 12 }}
             {{- include "framebus.otelEnv" (list $root (printf "framebus-%s" $component)) | nindent 12 }}
             {{- with .env }}
             {{- . | nindent 12 }}
