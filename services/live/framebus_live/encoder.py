@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from framebus_live import protocol
 from framebus_live.telemetry import LiveMetrics
-from framebus_live.tiles import draw_boxes, encode_jpeg, tile_image
+from framebus_live.tiles import encode_jpeg, tile_image
 from framebus_live.views import Display
 
 
@@ -33,9 +33,7 @@ class TileEncoder:
     def _jpeg(self, display: Display, height: int, boxes: bool) -> tuple[bytes, int, int]:
         started = time.perf_counter()
         image = tile_image(display.frame, height)
-        if boxes and display.boxes is not None:
-            image = draw_boxes(image, display.boxes)
-        data = encode_jpeg(image, self.quality)
+        data = encode_jpeg(image, self.quality, display.boxes if boxes else None)
         self._metrics.jpeg_encode_seconds.observe(time.perf_counter() - started)
         return data, image.shape[1], image.shape[0]
 

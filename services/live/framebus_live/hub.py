@@ -64,7 +64,8 @@ class LiveHub:
         self.chooser = SourceChooser(settings.live_source)
         self.viewers: set[Viewer] = set()
         self._pacer = TilePacer()
-        self._dirty: set[str] = set()
+        # camera -> (display version, tile): the tile pages get until the display changes.
+        self._tiles: dict[str, tuple[int, Any]] = {}
         # One event per camera some /mjpeg stream waits on; set and dropped at its next change.
         self._changed: dict[str, asyncio.Event] = {}
 
@@ -117,7 +118,7 @@ class LiveHub:
     def _camera(self, camera: str) -> CameraView:
         view = self.views.get(camera)
         if view is None:
-            view = self.views[camera] = CameraView(camera, self.settings.pair_wait_ms / 1000)
+            view = self.views[camera] = CameraView(self.settings.pair_wait_ms / 1000)
             self.stats[camera] = CameraStats(self.settings.stats_window_s)
             self.metrics.cameras.set(len(self.views))
             text = protocol.cameras_message(self.cameras())
@@ -126,7 +127,6 @@ class LiveHub:
         return view
 
     def _display_changed(self, camera: str) -> None:
-        self._dirty.add(camera)
         event = self._changed.pop(camera, None)
         if event is not None:
             event.set()
@@ -153,15 +153,28 @@ class LiveHub:
         self.metrics.tile_interval_seconds.set(interval)
         for camera in self._pacer.cameras() - wanted:
             self._pacer.forget(camera)
-        for camera in sorted(self._dirty & wanted):
+        for camera in self._tiles.keys() - wanted:
+            del self._tiles[camera]  # it would only go stale (and hold its frame) unseen
+        for camera in sorted(wanted & self.views.keys()):
             display = self.views[camera].display
-            if display is None or not self._pacer.due(camera, now, interval):
+            if display is None or self._current_tile(camera) is not None:
                 continue
-            self._dirty.discard(camera)
+            if not self._pacer.due(camera, now, interval):
+                continue
             tile = self._make_tile(camera, display)
+            self._tiles[camera] = (display.version, tile)
             for viewer in self.viewers:
                 if camera in viewer.cameras:
                     viewer.offer_tile(tile)
+
+    def _current_tile(self, camera: str) -> Any | None:
+        """The tile made of the camera's display as it is now, if one was made."""
+        view = self.views.get(camera)
+        cached = self._tiles.get(camera)
+        if view is None or view.display is None or cached is None:
+            return None
+        version, tile = cached
+        return tile if version == view.display.version else None
 
     def figures(self) -> dict[str, CameraFigures]:
         """Every camera's figures now."""
@@ -195,9 +208,16 @@ class LiveHub:
         self.viewers.discard(viewer)
         self.metrics.viewers.set(len(self.viewers))
 
-    def subscribed(self, cameras: Iterable[str]) -> None:
-        """A page now shows `cameras`: their current pictures go out at the next tick."""
-        self._dirty.update(c for c in cameras if c in self.views)
+    def subscribed(self, viewer: Viewer, cameras: Iterable[str]) -> None:
+        """`viewer` now also shows `cameras`: their tiles already made go to it alone.
+
+        A camera whose display changed since its last tile gets a new one at a tick, for every
+        page that shows it.
+        """
+        for camera in cameras:
+            tile = self._current_tile(camera)
+            if tile is not None:
+                viewer.offer_tile(tile)
 
     def changed(self, camera: str) -> asyncio.Event:
         """An event set at `camera`'s next display change (for /mjpeg streams); ask again after."""

@@ -29,7 +29,6 @@ class BoxesRecord:
     e2e_latency_ms: float
     boxes: tuple[LiveBox, ...]
     source: str  # "tracks" or "detections"
-    reason: str | None = None
 
 
 def from_detections(det: Detections) -> BoxesRecord:
@@ -45,7 +44,6 @@ def from_detections(det: Detections) -> BoxesRecord:
         det.e2e_latency_ms,
         boxes,
         "detections",
-        det.reason,
     )
 
 
@@ -64,5 +62,4 @@ def from_tracks(tracks: Tracks) -> BoxesRecord:
         tracks.e2e_latency_ms,
         boxes,
         "tracks",
-        tracks.reason,
     )

@@ -14,9 +14,8 @@ import time
 from typing import Any
 
 from aiohttp import WSMsgType, web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from framebus.telemetry.health import Health
+from framebus.telemetry.health import PATHS, Health, answer
 from framebus_live import protocol
 from framebus_live.encoder import TileEncoder
 from framebus_live.hub import LiveHub
@@ -51,9 +50,8 @@ def build_app(
         app.router.add_get(path, routes.static(name, content_type))
     app.router.add_get("/ws", routes.websocket)
     app.router.add_get("/mjpeg/{camera}", routes.mjpeg)
-    app.router.add_get("/healthz", routes.healthz)
-    app.router.add_get("/readyz", routes.readyz)
-    app.router.add_get("/metrics", routes.metrics_text)
+    for path in PATHS:
+        app.router.add_get(path, routes.probe)
     return app
 
 
@@ -91,8 +89,7 @@ class LiveRoutes:
                     continue
                 cameras = protocol.parse_subscribe(msg.data, self.hub.settings.page_size)
                 if cameras is not None:
-                    viewer.show(cameras)
-                    self.hub.subscribed(cameras)
+                    self.hub.subscribed(viewer, viewer.show(cameras))
         finally:
             self.hub.remove_viewer(viewer)
             sender.cancel()
@@ -161,19 +158,10 @@ class LiveRoutes:
             self.metrics.mjpeg_frames_sent.inc()
             await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
 
-    async def healthz(self, _request: web.Request) -> web.Response:
-        """200 while every consumer thread beats."""
-        ok, body = self.health.liveness()
-        return web.json_response(body, status=200 if ok else 503)
-
-    async def readyz(self, _request: web.Request) -> web.Response:
-        """200 once the frames and boxes consumers joined their groups."""
-        ok, body = self.health.readiness()
-        return web.json_response(body, status=200 if ok else 503)
-
-    async def metrics_text(self, _request: web.Request) -> web.Response:
-        """The Prometheus metrics."""
-        return web.Response(
-            body=generate_latest(self.metrics.registry),
-            headers={"Content-Type": CONTENT_TYPE_LATEST},
-        )
+    async def probe(self, request: web.Request) -> web.Response:
+        """/healthz and /livez, /readyz, /metrics: as every other service answers them."""
+        answered = answer(request.path, self.health, self.metrics.registry)
+        if answered is None:
+            raise web.HTTPNotFound
+        status, body, content_type = answered
+        return web.Response(status=status, body=body, headers={"Content-Type": content_type})

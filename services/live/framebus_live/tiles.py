@@ -37,35 +37,40 @@ def class_colour(class_id: int) -> tuple[int, int, int]:
 
 
 def tile_image(frame: Frame, height: int) -> Image:
-    """The frame cut out of its letterbox and scaled to at most `height` rows (RGB)."""
+    """The frame cut out of its letterbox and scaled to at most `height` rows (RGB).
+
+    Unscaled, it is a read-only view of the frame's tensor: OpenCV takes strided views, and
+    encode_jpeg makes the one copy it draws on.
+    """
     window = letterbox_window(frame)
     w, h = tile_size(window.shape[1], window.shape[0], height)
     if (w, h) == (window.shape[1], window.shape[0]):
-        return np.ascontiguousarray(window)
+        return window
     # cv2.resize keeps the uint8 dtype; its stubs only say MatLike.
     return cast(Image, cv2.resize(window, (w, h), interpolation=cv2.INTER_AREA))
 
 
-def draw_boxes(image: Image, record: BoxesRecord) -> Image:
-    """A copy of a tile with the record's boxes and labels drawn (for /mjpeg's viewers)."""
-    out = image.copy()
-    h, w = out.shape[:2]
+def draw_boxes(bgr: Image, record: BoxesRecord) -> None:
+    """Draw the record's boxes and labels onto a BGR tile, in place (for /mjpeg's viewers)."""
+    h, w = bgr.shape[:2]
     thickness = max(2, round(h / 180))  # 1 px lines blur away in JPEG chroma subsampling
     for live_box in record.boxes:
         box = live_box.box
         x1, y1, x2, y2 = box_on_tile(box, record.orig_width, record.orig_height, w, h)
-        colour = class_colour(box.class_id)
-        cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
+        r, g, b = class_colour(box.class_id)
+        colour = (b, g, r)
+        cv2.rectangle(bgr, (x1, y1), (x2, y2), colour, thickness)
         label = " ".join(p for p in (live_box.track, box.class_name, f"{box.score:.2f}") if p)
-        cv2.putText(out, label, (x1, max(10, y1 - 3)), cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
-    return out
+        cv2.putText(bgr, label, (x1, max(10, y1 - 3)), cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
 
 
-def encode_jpeg(image: Image, quality: int) -> bytes:
-    """An RGB image as JPEG bytes."""
-    ok, data = cv2.imencode(
-        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
-    )
+def encode_jpeg(image: Image, quality: int, boxes: BoxesRecord | None = None) -> bytes:
+    """An RGB image (a view will do) as JPEG bytes, with `boxes` drawn when given."""
+    # The BGR conversion OpenCV's encoder wants is a new array: the boxes are drawn on it.
+    bgr = cast(Image, cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    if boxes is not None:
+        draw_boxes(bgr, boxes)
+    ok, data = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
         raise ValueError(f"OpenCV could not JPEG-encode a {image.shape} image")
     return bytes(data)

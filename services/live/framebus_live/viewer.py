@@ -40,18 +40,20 @@ class PageViewer:
         self._tiles: LatestSlots[str, PendingTile] = LatestSlots()
         self._texts: deque[str] = deque(maxlen=MAX_TEXTS)
         self._stats: str | None = None
-        self._sent_versions: dict[str, int] = {}
         self._wake = asyncio.Event()
 
-    def show(self, cameras: list[str]) -> None:
-        """The page now shows `cameras`; tiles of others not yet sent are forgotten."""
+    def show(self, cameras: list[str]) -> list[str]:
+        """The page now shows `cameras`; tiles of others not yet sent are forgotten.
+
+        Returns the cameras it did not show before: only those need their current picture.
+        """
+        added = [c for c in dict.fromkeys(cameras) if c not in self.cameras]
         self.cameras = set(cameras)
         self._tiles.discard(self.cameras)
+        return added
 
     def offer_tile(self, tile: PendingTile) -> None:
         """A newer tile of one of the page's cameras."""
-        if self._sent_versions.get(tile.camera) == tile.display.version:
-            return  # already on the page (another page's subscription brought it again)
         if self._tiles.put(tile.camera, tile):
             self._metrics.tiles_dropped.inc()
         self._wake.set()
@@ -96,6 +98,5 @@ class PageViewer:
             return True
         await self._socket.send_str(encoded.boxes_text)
         await self._socket.send_bytes(encoded.binary)
-        self._sent_versions[camera] = tile.display.version
         self._metrics.tiles_sent.inc()
         return True

@@ -33,8 +33,7 @@ def _key(seq: int, capture_ts_us: int) -> tuple[int, int]:
 class CameraView:
     """The latest frame of one camera and the pairing of frames with boxes records."""
 
-    def __init__(self, camera: str, pair_wait_s: float) -> None:
-        self.camera = camera
+    def __init__(self, pair_wait_s: float) -> None:
         self.pair_wait_s = pair_wait_s
         self.display: Display | None = None
         self._pending: tuple[Frame, float] | None = None  # (frame, arrival time)

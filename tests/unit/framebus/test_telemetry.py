@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, Counter
 
 from framebus.logs import JsonFormatter
-from framebus.telemetry.health import Health, HealthServer
+from framebus.telemetry.health import PATHS, Health, HealthServer, answer
 from framebus.telemetry.tracing import (
     extract_context,
     inject_headers,
@@ -70,6 +70,20 @@ def test_health_server_when_scraped_then_answers_json_and_prometheus_text() -> N
             assert json.loads(err.read())["reasons"] == {"kafka": "down"}
         with urllib.request.urlopen(base + "/metrics") as resp:  # noqa: S310
             assert "framebus_test_frames_total 3.0" in resp.read().decode()
+
+
+def test_health_answer_when_livez_then_same_as_healthz_and_unknown_path_none() -> None:
+    clock = FakeClock()
+    health = Health(clock)
+    health.heartbeat("consume", allowance_s=5)
+    registry = CollectorRegistry()
+    assert "/livez" in PATHS  # live serves PATHS from its aiohttp server
+    assert answer("/livez", health, registry) == answer("/healthz", health, registry)
+    status, body, content_type = answer("/livez", health, registry) or (0, b"", "")
+    assert (status, json.loads(body)["status"], content_type) == (200, "ok", "application/json")
+    clock.now = 6
+    assert (answer("/livez", health, registry) or (0,))[0] == 503
+    assert answer("/nope", health, registry) is None
 
 
 def test_trace_headers_when_injected_then_extracted_context_has_same_trace() -> None:

@@ -106,7 +106,7 @@ def test_hub_when_viewer_leaves_then_not_offered_anything() -> None:
     _feed(hub, "cam-a", 1)
     hub.tick()
     hub.send_stats()
-    assert (page.tiles, page.stats) == ([], [])
+    assert (page.tiles, page.texts, page.stats) == ([], [], [])
 
 
 def test_hub_when_display_changes_then_its_event_set_and_not_kept() -> None:
@@ -132,7 +132,54 @@ def test_hub_when_camera_leaves_every_page_then_pacer_forgets_it() -> None:
     assert hub._pacer.cameras() == set()
     # Back on a page, its picture goes out at once rather than after the old cadence.
     page.cameras = {"cam-a"}
-    hub.subscribed({"cam-a"})
+    hub.subscribed(page, {"cam-a"})
     clock.now = 0.05
     hub.tick()
     assert len(page.tiles) == 2
+
+
+def test_hub_when_page_subscribes_to_unchanged_camera_then_only_it_gets_the_same_tile() -> None:
+    clock = Clock()
+    made: list[tuple[str, Display]] = []
+
+    def make_tile(camera: str, display: Display) -> tuple[str, Display]:
+        made.append((camera, display))
+        return camera, display
+
+    hub = LiveHub(LiveSettings(tile_fps=5.0), LiveMetrics(), make_tile, clock)
+    first = PageStub({"cam-a"})
+    hub.add_viewer(first)
+    _feed(hub, "cam-a", 1)
+    hub.tick()
+    second = PageStub({"cam-a"})
+    hub.add_viewer(second)
+    hub.subscribed(second, {"cam-a", "cam-unknown"})
+    for step in range(1, 5):  # the picture does not change: nothing new is made or sent
+        clock.now = step * 0.5
+        hub.tick()
+    assert len(made) == 1
+    assert first.tiles == made
+    assert second.tiles == made
+    _feed(hub, "cam-a", 2)  # a new picture goes to both, made once
+    hub.tick()
+    assert len(made) == 2
+    assert first.tiles == second.tiles == made
+
+
+def test_hub_when_picture_changed_since_its_tile_then_subscribe_waits_for_a_new_one() -> None:
+    clock = Clock()
+    hub = _hub(clock, tile_fps=5.0)
+    first = PageStub({"cam-a"})
+    hub.add_viewer(first)
+    _feed(hub, "cam-a", 1)
+    hub.tick()
+    _feed(hub, "cam-a", 2)  # not yet due: the page's tile is of seq 1
+    hub.tick()
+    second = PageStub({"cam-a"})
+    hub.add_viewer(second)
+    hub.subscribed(second, {"cam-a"})
+    assert second.tiles == []  # not the stale tile of seq 1
+    clock.now = 0.2
+    hub.tick()
+    assert [d.frame.seq for _, d in first.tiles] == [1, 2]
+    assert [d.frame.seq for _, d in second.tiles] == [2]

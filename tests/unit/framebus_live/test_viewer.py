@@ -18,3 +18,10 @@ def test_viewer_when_more_texts_than_queue_holds_then_oldest_dropped_and_counted
     for i in range(MAX_TEXTS + 3):
         viewer.offer_text(f"alert {i}")
     assert metrics.registry.get_sample_value("framebus_live_texts_dropped_total") == 3
+
+
+def test_viewer_when_cameras_shown_then_only_new_ones_returned() -> None:
+    viewer = PageViewer(SocketStub(), LiveMetrics())
+    assert viewer.show(["a", "b", "a"]) == ["a", "b"]
+    assert viewer.show(["b", "c"]) == ["c"]  # a page's unchanged cameras need no new picture
+    assert viewer.cameras == {"b", "c"}

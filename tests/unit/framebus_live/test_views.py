@@ -24,7 +24,7 @@ def boxes(seq: int, source: str = "detections") -> BoxesRecord:
 
 
 def test_view_when_boxes_follow_frame_then_paired_display() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     assert not view.add_frame(frame(1), now=0.0)
     assert view.add_boxes(boxes(1))
     assert view.display is not None
@@ -32,14 +32,14 @@ def test_view_when_boxes_follow_frame_then_paired_display() -> None:
 
 
 def test_view_when_boxes_come_before_frame_then_paired_on_arrival() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     assert not view.add_boxes(boxes(2))
     assert view.add_frame(frame(2), now=0.0)
     assert view.display is not None and view.display.boxes == boxes(2)
 
 
 def test_view_when_boxes_late_then_frame_shown_bare_after_wait() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     view.add_frame(frame(1), now=0.0)
     assert not view.expire(0.5)
     assert view.expire(1.0)
@@ -47,7 +47,7 @@ def test_view_when_boxes_late_then_frame_shown_bare_after_wait() -> None:
 
 
 def test_view_when_newer_frame_before_boxes_then_older_counted_unpaired() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     view.add_frame(frame(1), now=0.0)
     view.add_frame(frame(2), now=0.1)
     assert view.unpaired == 1
@@ -56,14 +56,14 @@ def test_view_when_newer_frame_before_boxes_then_older_counted_unpaired() -> Non
 
 
 def test_view_when_same_seq_after_decoder_restart_then_not_paired_with_old_record() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     view.add_boxes(boxes(1))
     restarted = replace(frame(1), capture_ts_us=99_999)
     assert not view.add_frame(restarted, now=0.0)
 
 
 def test_view_when_tracks_record_after_detections_then_boxes_replaced() -> None:
-    view = CameraView("cam", pair_wait_s=1.0)
+    view = CameraView(pair_wait_s=1.0)
     view.add_frame(frame(1), now=0.0)
     view.add_boxes(boxes(1))
     assert view.add_boxes(boxes(1, "tracks"))

@@ -1,8 +1,9 @@
 """Liveness (loop heartbeats), readiness (named checks) and the HTTP server that reports them.
 
-`/healthz` answers 200 while every registered loop has beaten within its allowance, else 503
-naming the stuck loops. `/readyz` answers 200 when every readiness check passes, else 503 with
-each failing check's reason. `/metrics` is the run's Prometheus registry in text format.
+`/healthz` (and its alias `/livez`) answers 200 while every registered loop has beaten within its
+allowance, else 503 naming the stuck loops. `/readyz` answers 200 when every readiness check
+passes, else 503 with each failing check's reason. `/metrics` is the run's Prometheus registry in
+text format.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], str | None]  # None when ready, else the reason
+
+PATHS = ("/healthz", "/livez", "/readyz", "/metrics")
+JSON = "application/json"
 
 
 class Health:
@@ -127,25 +131,31 @@ class HealthServer:
         self.stop()
 
 
+def answer(path: str, health: Health, registry: CollectorRegistry) -> tuple[int, bytes, str] | None:
+    """(status, body, content type) of a GET of one of PATHS; None for any other path.
+
+    Shared by HealthServer and services that serve these paths from their own HTTP server.
+    """
+    if path == "/metrics":
+        return 200, generate_latest(registry), CONTENT_TYPE_LATEST
+    if path in ("/healthz", "/livez"):
+        ok, body = health.liveness()
+    elif path == "/readyz":
+        ok, body = health.readiness()
+    else:
+        return None
+    return 200 if ok else 503, json.dumps(body).encode(), JSON
+
+
 def _make_handler(health: Health, registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-            elif path in ("/healthz", "/livez"):
-                ok, body = health.liveness()
-                self._json(200 if ok else 503, body)
-            elif path == "/readyz":
-                ok, body = health.readiness()
-                self._json(200 if ok else 503, body)
-            else:
-                self._json(
-                    404, {"error": f"no such endpoint {path}; try /healthz /readyz /metrics"}
-                )
-
-        def _json(self, code: int, body: dict[str, Any]) -> None:
-            self._send(code, json.dumps(body).encode(), "application/json")
+            answered = answer(path, health, registry)
+            if answered is None:
+                error = {"error": f"no such endpoint {path}; try /healthz /readyz /metrics"}
+                answered = 404, json.dumps(error).encode(), JSON
+            self._send(*answered)
 
         def _send(self, code: int, payload: bytes, content_type: str) -> None:
             self.send_response(code)

@@ -20,6 +20,7 @@ const live = {
 window.framebusLive = live;
 
 let socket = null;
+let subscribed = null; // the cameras last asked for on this socket, as sent
 const headerDecoder = new TextDecoder();
 const MAX_ALERTS = 100; // as many as the feed on the page lists
 
@@ -29,7 +30,10 @@ function connect() {
   live.socket = socket;
   socket.binaryType = "arraybuffer";
   setConnection("connecting");
-  socket.onopen = () => setConnection("open");
+  socket.onopen = () => {
+    subscribed = null; // a new socket is a new viewer on the server: ask again
+    setConnection("open");
+  };
   socket.onclose = () => {
     setConnection("closed");
     setTimeout(connect, 1000);
@@ -101,8 +105,11 @@ function renderPage() {
     if (live.stats[camera]) showFigures(camera, live.stats[camera]);
   });
   // The hello that calls this comes on an open socket; the pager's buttons only work then too.
-  if (socket && socket.readyState === WebSocket.OPEN) {
-    socket.send(JSON.stringify({ type: "subscribe", cameras: wanted }));
+  // A camera list that leaves this page as it was asks for nothing.
+  const message = JSON.stringify({ type: "subscribe", cameras: wanted });
+  if (socket && socket.readyState === WebSocket.OPEN && message !== subscribed) {
+    socket.send(message);
+    subscribed = message;
   }
 }
 
