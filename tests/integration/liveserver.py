@@ -20,13 +20,24 @@ from tests.integration.livefeed import LiveTopics
 from tests.reliability.harness import Service, get_json, metric, scrape, service_env, wait_for
 
 
-def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1) -> LiveTopics:
-    """The test's frames and detections topics, plus tracks and alerts topics beside them."""
+def live_topics(
+    kafka: KafkaSettings,
+    names: TopicSettings,
+    partitions: int = 1,
+    *,
+    tracks: str | None = None,
+    alerts: str | None = None,
+) -> LiveTopics:
+    """The test's frames and detections topics, plus tracks and alerts topics (created).
+
+    A test whose own processes already write tracks and alerts passes their names; otherwise
+    they are named beside the frames topic.
+    """
     topics = LiveTopics(
         names.frames_topic,
         names.detections_topic,
-        names.frames_topic.replace(".frames", ".tracks"),
-        names.frames_topic.replace(".frames", ".alerts"),
+        tracks or names.frames_topic.replace(".frames", ".tracks"),
+        alerts or names.frames_topic.replace(".frames", ".alerts"),
     )
     ensure_topics(kafka, [TopicSpec(topics.tracks, partitions), TopicSpec(topics.alerts, 1)])
     return topics

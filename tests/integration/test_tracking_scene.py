@@ -112,7 +112,8 @@ def _start_consumers(
             tracks_topic=t.tracks,
             tracker_group=f"trk-{names.frames_topic}",
             tracker_changelog_topic=t.named("tracker-changelog"),
-            transactional_id="tx-scene-tracker",
+            # One per scene, so that two runs side by side do not fence each other.
+            transactional_id=f"tx-trk-{names.frames_topic}",
         ),
         logs / "tracker.log",
     )
@@ -143,7 +144,7 @@ def _start_consumers(
             alerts_partitions=1,
             alerts_group=t.alerts_group,
             alerts_changelog_topic=t.named("alerts-changelog"),
-            transactional_id="tx-scene-alerts",
+            transactional_id=f"tx-alerts-{names.frames_topic}",
         ),
         logs / "alerts.log",
     )

@@ -6,6 +6,7 @@ import fastavro
 import pytest
 
 from framebus.codec import (
+    HEADER_BYTES,
     FrameCodec,
     SingleObjectCodec,
     TracksCodec,
@@ -47,7 +48,7 @@ def test_frame_codec_when_round_tripped_then_equal_and_single_object_framed() ->
     codec = FrameCodec()
     data = codec.encode(sample_frame())
     assert data[:2] == b"\xc3\x01"
-    assert data[2:10] == schema_fingerprint(load_schema("frame"))
+    assert data[2:HEADER_BYTES] == schema_fingerprint(load_schema("frame"))
     assert codec.decode(data) == sample_frame()
 
 
@@ -72,7 +73,7 @@ def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records
 
 def test_codec_when_fingerprint_unknown_then_raises_clear_error() -> None:
     data = bytearray(FrameCodec().encode(sample_frame()))
-    data[2:10] = b"\x01" * 8
+    data[2:HEADER_BYTES] = b"\x01" * 8
     with pytest.raises(UnknownSchemaError, match="unknown schema fingerprint 0101010101010101"):
         FrameCodec().decode(bytes(data))
 
@@ -130,12 +131,16 @@ def test_codecs_when_timestamps_coded_then_same_bytes_as_a_logical_type_aware_wr
     schema = load_schema("tracks")
     data = TracksCodec().encode(sample_tracks())
     aware = fastavro.parse_schema(schema)
-    body = fastavro.schemaless_reader(io.BytesIO(data[10:]), aware)
+    body = fastavro.schemaless_reader(io.BytesIO(data[HEADER_BYTES:]), aware)
     assert body["capture_ts_us"] == datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
     written = io.BytesIO()
     fastavro.schemaless_writer(written, aware, body)
-    assert written.getvalue() == data[10:]
-    assert data[2:10] == schema_fingerprint(schema) == schema_fingerprint(parse_plain(schema))
+    assert written.getvalue() == data[HEADER_BYTES:]
+    assert (
+        data[2:HEADER_BYTES]
+        == schema_fingerprint(schema)
+        == schema_fingerprint(parse_plain(schema))
+    )
 
 
 def test_codecs_when_decoded_then_timestamps_are_integer_microseconds() -> None:
