@@ -201,6 +201,9 @@ def test_alerts_when_sigkilled_mid_stream_and_restarted_then_no_alert_lost_or_re
     feeder = _Feeder(kafka, names.detections_topic, dets, 2)
     feeder.start()
     wait_for(lambda: feeder.sent >= len(dets) * 0.5, 60, "detections fed")
+    # Killed once it has committed a transaction (an alert is printed only then), so the
+    # restart has states to restore even when a loaded machine made the first one slow.
+    wait_for(lambda: '"rule"' in first.text(), 60, "the first instance committed an alert")
     first.signal(signal.SIGKILL)
     first.wait(10)
     second = Service("alerts", env, tmp_path / "alerts-2.log")

@@ -14,6 +14,7 @@ from framebus.malloc import keep_freed_heap
 from framebus.telemetry.health import Health
 from framebus.telemetry.kafka_check import KafkaCheck
 from framebus.telemetry.tracing import setup_tracing
+from framebus.telemetry.watchdog import Watchdog
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.model import check_input_size
@@ -90,7 +91,8 @@ def run(
         else None
     )
     try:
-        return _run_pipeline(settings, stop, stats, engine, health)
+        with Watchdog(health):
+            return _run_pipeline(settings, stop, stats, engine, health)
     finally:
         if server is not None:
             server.stop()
@@ -101,7 +103,7 @@ def _run_pipeline(
     stop: threading.Event,
     stats: InferencerStats,
     engine: Engine,
-    health: Health | None = None,
+    health: Health,
 ) -> int:
     eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
     txid = instance_transactional_id(settings.transactional_id, settings.consumer_group)
@@ -115,8 +117,10 @@ def _run_pipeline(
     while True:
         try:
             with (
-                Producer(settings.kafka, producer_overrides) as producer,
-                Consumer(settings.kafka, settings.consumer_group, consumer_overrides) as consumer,
+                Producer(settings.kafka, producer_overrides, watch=health.call) as producer,
+                Consumer(
+                    settings.kafka, settings.consumer_group, consumer_overrides, watch=health.call
+                ) as consumer,
             ):
                 Pipeline(settings, engine, consumer, producer, stats, health=health).run(stop)
             return 0

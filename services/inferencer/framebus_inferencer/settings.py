@@ -13,6 +13,7 @@ from framebus.settings import check, setting
 # Floor of the default commit window: at small batches consecutive batches come from one partition
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
 MIN_COMMIT_WINDOW = 32
+MAX_STALL_TIMEOUT_S = 240.0
 
 
 class Provider(enum.Enum):
@@ -153,6 +154,12 @@ class InferencerSettings:
     stop_after_idle_s: float = setting(
         0.0, "Exit after this many seconds without frames (0 = run forever; demos and tests)."
     )
+    stall_timeout_s: float = setting(
+        60.0,
+        "A stage stuck this long in one call (a Kafka transactional call or commit, an engine "
+        "run) or in its loop is a stall: every thread's stack is logged, /livez and /readyz "
+        "fail, and the process exits 70 to be restarted. Transactional calls time out at half.",
+    )
     http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
 
@@ -188,6 +195,12 @@ class InferencerSettings:
         check(self.gpu_mem_limit_bytes > 0, "gpu_mem_limit_bytes", "must be > 0")
         check(self.trt_workspace_bytes > 0, "trt_workspace_bytes", "must be > 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
+        check(
+            1 <= self.stall_timeout_s <= MAX_STALL_TIMEOUT_S,
+            "stall_timeout_s",
+            f"must be between 1 and {MAX_STALL_TIMEOUT_S:g} (below librdkafka's "
+            "max.poll.interval.ms, 300 s)",
+        )
 
     @property
     def camera_quota(self) -> int:

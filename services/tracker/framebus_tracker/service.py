@@ -181,6 +181,7 @@ def stateful_config(settings: TrackerSettings) -> StatefulConfig:
             settings.transactional_id, settings.tracker_group
         ),
         stop_after_idle_s=settings.stop_after_idle_s,
+        stall_timeout_s=settings.stall_timeout_s,
     )
 
 
@@ -194,22 +195,18 @@ def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
     stats = TrackerStats()
     processor = TrackProcessor(settings, stats)
     config = stateful_config(settings)
-    telemetry = tracker_telemetry(settings.http_port, stats) if settings.http_port else None
+    telemetry = tracker_telemetry(settings.http_port or None, stats)
     runner = StatefulRunner(
         settings.kafka,
         config,
         processor,
         stats.loop,
-        heartbeat=None if telemetry is None else telemetry.beat,
+        heartbeat=telemetry.beat,
+        watch=telemetry.health.call,
     )
     log.info("tracker started", extra={"transactional_id": config.transactional_id})
-    try:
-        if telemetry is not None:
-            telemetry.server.start()
+    with telemetry.running():
         runner.run(stop)
-    finally:
-        if telemetry is not None:
-            telemetry.server.stop()
     log.info(
         "tracker finished",
         extra={

@@ -59,7 +59,7 @@ class TrackerCollector:
         )
 
 
-def tracker_telemetry(port: int, stats: TrackerStats) -> StatefulTelemetry:
+def tracker_telemetry(port: int | None, stats: TrackerStats) -> StatefulTelemetry:
     """The tracker's /healthz, /readyz and /metrics: the loop's figures and its own."""
     return StatefulTelemetry(
         port, "framebus_tracker", stats.loop, TrackerCollector(stats), "detections"

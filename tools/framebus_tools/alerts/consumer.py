@@ -90,6 +90,11 @@ class AlertsSettings:
     stop_after_idle_s: float = setting(
         0.0, "Exit after this many seconds without input (0 = run forever; demos and tests)."
     )
+    stall_timeout_s: float = setting(
+        60.0,
+        "The loop stuck this long, or a Kafka call in it: every thread's stack is logged, "
+        "/livez and /readyz fail, and the process exits 70 to be restarted.",
+    )
     http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
 
@@ -99,6 +104,7 @@ class AlertsSettings:
         check(bool(self.alerts_changelog_topic.strip()), "alerts_changelog_topic", "must be set")
         check(self.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
+        check(1 <= self.stall_timeout_s <= 240, "stall_timeout_s", "must be between 1 and 240")
 
 
 @dataclass
@@ -256,9 +262,7 @@ def run(
             stats.delivered[alert.rule] += 1
             sink(alert)
 
-    telemetry = (
-        alerts_telemetry(settings.http_port, stats, source_topic) if settings.http_port else None
-    )
+    telemetry = alerts_telemetry(settings.http_port or None, stats, source_topic)
     runner = StatefulRunner(
         settings.kafka,
         StatefulConfig(
@@ -271,20 +275,17 @@ def run(
                 settings.transactional_id, settings.alerts_group
             ),
             stop_after_idle_s=settings.stop_after_idle_s,
+            stall_timeout_s=settings.stall_timeout_s,
         ),
         processor,
         stats.loop,
         on_committed=committed,
-        heartbeat=None if telemetry is None else telemetry.beat,
+        heartbeat=telemetry.beat,
+        watch=telemetry.health.call,
     )
     log.info("alerts consumer started", extra={"rules": len(rules), "source": source_topic})
-    try:
-        if telemetry is not None:
-            telemetry.server.start()
+    with telemetry.running():
         runner.run(stop)
-    finally:
-        if telemetry is not None:
-            telemetry.server.stop()
     stats.errors["undecodable"] = stats.loop.dead_letters
     log.info(
         "alerts consumer finished",

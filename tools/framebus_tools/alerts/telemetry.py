@@ -51,7 +51,7 @@ class AlertsCollector:
         yield from (frames, skipped, fired, errors)
 
 
-def alerts_telemetry(port: int, stats: AlertsStats, source_topic: str) -> StatefulTelemetry:
+def alerts_telemetry(port: int | None, stats: AlertsStats, source_topic: str) -> StatefulTelemetry:
     """The alerts consumer's /healthz, /readyz and /metrics: the loop's figures and its own."""
     return StatefulTelemetry(
         port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic

@@ -10,13 +10,22 @@ from typing import Any
 import confluent_kafka
 
 from framebus.errors import KafkaError
-from framebus.kafka.protocol import CommitResult, Marks, MessageProto, TopicPartition
+from framebus.kafka.protocol import (
+    CallWatch,
+    CommitResult,
+    Marks,
+    MessageProto,
+    TopicPartition,
+    unwatched,
+)
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 FETCH_QUEUE_BACKOFF_MS = 20
+# librdkafka gives a synchronous commit and close() no timeout: the watchdog gives them this.
+BLOCKING_CALL_BUDGET_S = 60.0
 
 
 class Consumer:
@@ -28,7 +37,9 @@ class Consumer:
         group_id: str,
         overrides: Mapping[str, Any] | None = None,
         factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Consumer,
+        watch: CallWatch = unwatched,
     ) -> None:
+        self._watch = watch
         self._config: dict[str, Any] = {
             **settings.client_config(),
             "group.id": group_id,
@@ -139,10 +150,38 @@ class Consumer:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
             self.client.store_offsets(offsets=tps)
-            self.client.commit(offsets=tps, asynchronous=asynchronous)
+            if asynchronous:
+                self.client.commit(offsets=tps, asynchronous=True)
+            else:
+                with self._watch("consumer.commit", BLOCKING_CALL_BUDGET_S):
+                    self.client.commit(offsets=tps, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             raise KafkaError(f"cannot commit offsets {marks}: {err.str()}", err.name()) from exc
+
+    def pause_assigned(self) -> None:
+        """Stop fetching from every assigned partition; consume() still serves the group.
+
+        librdkafka discards what it prefetched for them and, on `resume_assigned`, fetches again
+        from the position after the last record consume() returned, so nothing is skipped.
+        """
+        self._pause(pause=True)
+
+    def resume_assigned(self) -> None:
+        """Fetch again from every assigned partition."""
+        self._pause(pause=False)
+
+    def _pause(self, pause: bool) -> None:
+        try:
+            assigned = self.client.assignment()
+            if assigned:
+                (self.client.pause if pause else self.client.resume)(assigned)
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            what = "pause" if pause else "resume"
+            raise KafkaError(
+                f"cannot {what} the assigned partitions: {err.str()}", err.name()
+            ) from exc
 
     def group_metadata(self) -> Any:
         """The group's metadata, which a transaction needs to commit this consumer's offsets."""
@@ -169,7 +208,8 @@ class Consumer:
     def close(self) -> None:
         """Commit stored offsets and leave the group."""
         if self._client is not None:
-            self._client.close()
+            with self._watch("consumer.close", BLOCKING_CALL_BUDGET_S):
+                self._client.close()
             self._client = None
 
     def __enter__(self) -> Consumer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import threading
@@ -13,12 +14,17 @@ from typing import Any
 import confluent_kafka
 
 from framebus.errors import KafkaError
-from framebus.kafka.protocol import Marks
+from framebus.kafka.protocol import CallWatch, Marks, unwatched
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 log = logging.getLogger(__name__)
 READY_STATS_INTERVAL_MS = 100
 REACHABLE_S = 2.0  # how long wait_ready() gives the first broker to answer
+# A watched call may run this many times its own timeout before the watchdog calls it stuck.
+STALL_FACTOR = 2.0
+UNTIMED_CALL_BUDGET_S = 30.0  # calls librdkafka gives no timeout (begin_transaction, close)
+TXN_ATTEMPTS = 3  # tries of a transactional call that keeps failing with a retriable error
+TXN_RETRY_BACKOFF_S = 0.5
 
 Headers = Sequence[tuple[str, bytes]]
 DeliveryCallback = Callable[[Any, Any], None]
@@ -28,12 +34,36 @@ class ProducerQueueFullError(KafkaError):
     """The local producer queue stayed full for longer than the caller allowed."""
 
 
-class TransactionError(KafkaError):
-    """A transactional call failed; `requires_abort` when the transaction must be aborted."""
+class TxnErrorKind(enum.Enum):
+    """What a failed transactional call asks of the caller (librdkafka's transactional API)."""
 
-    def __init__(self, message: str, code: str | None, requires_abort: bool) -> None:
+    RETRIABLE = "retriable"  # call the same function again
+    ABORTABLE = "abortable"  # abort the transaction and rewind to the committed offsets
+    FATAL = "fatal"  # this producer can do no more (e.g. fenced): exit, the restart fences it
+
+
+def txn_error_kind(fatal: bool, requires_abort: bool, retriable: bool) -> TxnErrorKind:
+    """Classify a librdkafka error flag set; an error with no flag is fatal (nothing says more)."""
+    if fatal:
+        return TxnErrorKind.FATAL
+    if requires_abort:
+        return TxnErrorKind.ABORTABLE
+    if retriable:
+        return TxnErrorKind.RETRIABLE
+    return TxnErrorKind.FATAL
+
+
+class TransactionError(KafkaError):
+    """A transactional call failed; its `kind` says whether to abort and rewind, or to exit."""
+
+    def __init__(self, message: str, code: str | None, kind: TxnErrorKind) -> None:
         super().__init__(message, code)
-        self.requires_abort = requires_abort
+        self.kind = kind
+
+    @property
+    def requires_abort(self) -> bool:
+        """True when aborting the transaction (and rewinding) recovers from it."""
+        return self.kind is TxnErrorKind.ABORTABLE
 
 
 class RewindError(KafkaError):
@@ -48,7 +78,9 @@ class Producer:
         settings: KafkaSettings,
         overrides: Mapping[str, Any] | None = None,
         factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Producer,
+        watch: CallWatch = unwatched,
     ) -> None:
+        self._watch = watch
         self._config: dict[str, Any] = {
             **settings.client_config(),
             # Records up to 8 MiB; the broker and the frames topic are raised to match.
@@ -147,11 +179,15 @@ class Producer:
 
     def init_transactions(self, timeout_s: float) -> None:
         """Register the transactional id, fencing an earlier instance that used it."""
-        self._transactional("init_transactions", self.client.init_transactions, timeout_s)
+        self._transactional(
+            "init_transactions", timeout_s, TxnErrorKind.FATAL, self.client.init_transactions
+        )
 
     def begin_transaction(self) -> None:
         """Start a transaction: what is produced from now on is committed or aborted together."""
-        self._transactional("begin_transaction", self.client.begin_transaction)
+        self._transactional(
+            "begin_transaction", None, TxnErrorKind.FATAL, self.client.begin_transaction
+        )
 
     def send_offsets_to_transaction(
         self, marks: Marks, group_metadata: Any, timeout_s: float
@@ -160,40 +196,69 @@ class Producer:
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         self._transactional(
             "send_offsets_to_transaction",
+            timeout_s,
+            TxnErrorKind.ABORTABLE,
             self.client.send_offsets_to_transaction,
             tps,
             group_metadata,
-            timeout_s,
         )
 
     def commit_transaction(self, timeout_s: float) -> None:
         """Commit the open transaction (flushing what it produced first)."""
-        self._transactional("commit_transaction", self.client.commit_transaction, timeout_s)
+        self._transactional(
+            "commit_transaction", timeout_s, TxnErrorKind.ABORTABLE, self.client.commit_transaction
+        )
 
     def abort_transaction(self, timeout_s: float) -> None:
         """Abort the open transaction: readers never see what it produced."""
-        self._transactional("abort_transaction", self.client.abort_transaction, timeout_s)
+        self._transactional(
+            "abort_transaction", timeout_s, TxnErrorKind.FATAL, self.client.abort_transaction
+        )
 
     def abort_for(self, exc: KafkaError, timeout_s: float) -> RewindError:
         """After a failed call inside a transaction: abort it and return the RewindError to raise.
 
-        Raises KafkaError instead when the failure is fatal (this producer was fenced: another
-        instance took over its transactional id), so the process stops rather than fight it.
-        A produce() refused mid-transaction (a plain KafkaError) is aborted like an abortable one.
+        Raises KafkaError instead when the failure is fatal (e.g. this producer was fenced:
+        another instance took over its transactional id), so the process stops rather than fight
+        it. A produce() refused mid-transaction (a plain KafkaError) is aborted like an abortable
+        error.
         """
-        if isinstance(exc, TransactionError) and not exc.requires_abort:
+        if isinstance(exc, TransactionError) and exc.kind is TxnErrorKind.FATAL:
             raise KafkaError(f"transaction failed: {exc}", exc.code) from exc
         self.abort_transaction(timeout_s)
         return RewindError(f"transaction aborted: {exc}", exc.code)
 
-    def _transactional(self, name: str, call: Callable[..., Any], *args: Any) -> None:
-        try:
-            call(*args)
-        except confluent_kafka.KafkaException as exc:
-            err = exc.args[0]
-            raise TransactionError(
-                f"{name} failed: {err.str()}", err.name(), bool(err.txn_requires_abort())
-            ) from exc
+    def _transactional(
+        self,
+        name: str,
+        timeout_s: float | None,
+        exhausted: TxnErrorKind,
+        call: Callable[..., Any],
+        *args: Any,
+    ) -> None:
+        """Call, retrying a retriable error; `exhausted` is the kind once the tries run out.
+
+        Each try is watched on its own: librdkafka has been seen to block past the timeout.
+        """
+        timed = () if timeout_s is None else (timeout_s,)
+        budget = UNTIMED_CALL_BUDGET_S if timeout_s is None else STALL_FACTOR * timeout_s
+        for attempt in range(1, TXN_ATTEMPTS + 1):
+            try:
+                with self._watch(name, budget):
+                    call(*args, *timed)
+                return
+            except confluent_kafka.KafkaException as exc:
+                err = exc.args[0]
+                kind = txn_error_kind(
+                    bool(err.fatal()), bool(err.txn_requires_abort()), bool(err.retriable())
+                )
+                if kind is TxnErrorKind.RETRIABLE and attempt < TXN_ATTEMPTS:
+                    log.warning("%s failed (try %d, retrying): %s", name, attempt, err.str())
+                    time.sleep(TXN_RETRY_BACKOFF_S)
+                    continue
+                if kind is TxnErrorKind.RETRIABLE:
+                    kind = exhausted
+                raise TransactionError(f"{name} failed: {err.str()}", err.name(), kind) from exc
 
     def poll(self, timeout_s: float = 0.0) -> int:
         """Serve delivery callbacks."""
@@ -203,7 +268,8 @@ class Producer:
         """Wait for every queued record's delivery report; return how many are still pending."""
         if self._client is None:
             return 0
-        return int(self._client.flush(timeout_s))
+        with self._watch("producer.flush", STALL_FACTOR * timeout_s):
+            return int(self._client.flush(timeout_s))
 
     def close(self, timeout_s: float = 30.0) -> int:
         """Flush within `timeout_s`, drop what is left, release the client; return records dropped.
@@ -219,7 +285,8 @@ class Producer:
             log.error("producer closed with %d undelivered records", pending)
             self._client.purge()  # each gets a failed delivery report, served by this flush
             self._client.flush(1.0)
-        self._client = None  # the last reference: librdkafka's handle is destroyed here
+        with self._watch("producer.close", UNTIMED_CALL_BUDGET_S):
+            self._client = None  # the last reference: librdkafka's handle is destroyed here
         return pending
 
     def __len__(self) -> int:

@@ -7,12 +7,23 @@ objects into them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 TopicPartition = tuple[str, int]
 # Per partition, the offset to commit: Kafka's "next offset to read", one past the last done.
 Marks = dict[TopicPartition, int]
+
+# Watches a library call that may block: `with watch(name, budget_s): call()`. The services pass
+# `Health.call`, whose watchdog ends a process stuck in one call past its budget.
+CallWatch = Callable[[str, float], AbstractContextManager[None]]
+
+
+def unwatched(_name: str, _budget_s: float) -> AbstractContextManager[None]:
+    """The default CallWatch: watches nothing."""
+    return nullcontext()
 
 
 class MessageProto(Protocol):

@@ -8,6 +8,11 @@ instance restores the states from the changelog before it processes a record and
 committed offsets, and since processing is deterministic its outputs equal those of a run without
 the crash. Readers of the output topics use `isolation.level=read_committed`.
 
+Failed transactional calls are handled by kind (`framebus.kafka.producer.TxnErrorKind`): retried
+by the producer, aborted and rewound, or fatal. Every call that may block is watched (`watch`,
+the service's `Health.call`), so a call librdkafka never returns from ends the process through
+the service's watchdog instead of stalling it.
+
 Keys are owned per source partition: when a partition is revoked its keys' states are dropped; when
 one is assigned its keys' states are restored first.
 """
@@ -26,14 +31,13 @@ from framebus.kafka.changelog import ChangelogReader, encode_state
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.deadletter import dead_letter_headers
 from framebus.kafka.producer import Producer, RewindError
-from framebus.kafka.protocol import Marks, MessageProto
+from framebus.kafka.protocol import CallWatch, Marks, MessageProto, unwatched
 from framebus.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
-TRANSACTION_TIMEOUT_S = 30.0
-INIT_TIMEOUT_S = 60.0
+STALL_TIMEOUT_S = 60.0  # the services' `stall_timeout_s` default; transactional calls get half
 # A crashed instance's open transaction holds back read_committed readers until the broker aborts
 # it; a restarted instance with the same transactional.id aborts it at once.
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -94,6 +98,12 @@ class StatefulConfig:
     max_batch: int = 500
     poll_s: float = 0.05  # a batch closes after this long, so an idle camera waits no longer
     stop_after_idle_s: float = 0.0
+    stall_timeout_s: float = STALL_TIMEOUT_S
+
+    @property
+    def txn_timeout_s(self) -> float:
+        """Each transactional call's timeout: the watchdog allows twice as long."""
+        return self.stall_timeout_s / 2
 
 
 @dataclass
@@ -122,8 +132,10 @@ class StatefulRunner:
         stats: StatefulStats | None = None,
         on_committed: Callable[[Sequence[Output]], None] | None = None,
         heartbeat: Callable[[], None] | None = None,
+        watch: CallWatch = unwatched,
     ) -> None:
         self.kafka = kafka
+        self._watch = watch
         self.config = config
         self.processor = processor
         self.stats = stats or StatefulStats()
@@ -170,15 +182,17 @@ class StatefulRunner:
                 "transactional.id": c.transactional_id,
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             },
+            watch=self._watch,
         )
         consumer = Consumer(
             self.kafka,
             c.group,
             {"enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS},
+            watch=self._watch,
         )
         try:
             # Before joining the group: fences an earlier incarnation and aborts its transaction.
-            producer.init_transactions(INIT_TIMEOUT_S)
+            producer.init_transactions(c.txn_timeout_s)
             consumer.subscribe(
                 [c.source_topic],
                 on_assign=lambda _c, tps: self._assigned(reader, tps),
@@ -215,8 +229,8 @@ class StatefulRunner:
         touched: dict[str, tuple[int, int]] = {}  # key -> (source partition, offset)
         published: list[Output] = []
         marks: Marks = {}
-        producer.begin_transaction()
         try:
+            producer.begin_transaction()
             for msg in batch:
                 partition, offset = msg.partition() or 0, msg.offset() or 0
                 marks[(c.source_topic, partition)] = offset + 1
@@ -237,14 +251,12 @@ class StatefulRunner:
                     self.processor.snapshot(key), c.source_topic, partition, offset
                 )
                 producer.produce(c.changelog_topic, state, key, block_s=30.0, partition=partition)
-            producer.send_offsets_to_transaction(
-                marks, consumer.group_metadata(), TRANSACTION_TIMEOUT_S
-            )
-            producer.commit_transaction(TRANSACTION_TIMEOUT_S)
-        except KafkaError as exc:
+            producer.send_offsets_to_transaction(marks, consumer.group_metadata(), c.txn_timeout_s)
+            producer.commit_transaction(c.txn_timeout_s)
+        except KafkaError as exc:  # a transactional call's, or a produce() refused inside it
             # The outputs and states of this batch go with the aborted transaction.
             log.error("transaction failed: %s", exc)
-            raise producer.abort_for(exc, TRANSACTION_TIMEOUT_S) from exc
+            raise producer.abort_for(exc, c.txn_timeout_s) from exc
         self.stats.transactions += 1
         self.stats.outputs += len(published)
         if self._on_committed is not None and published:

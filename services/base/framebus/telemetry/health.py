@@ -1,9 +1,12 @@
-"""Liveness (loop heartbeats), readiness (named checks) and the HTTP server that reports them.
+"""Liveness (loop heartbeats, watched calls), readiness (named checks) and their HTTP server.
 
 `/healthz` (and its alias `/livez`) answers 200 while every registered loop has beaten within its
-allowance, else 503 naming the stuck loops. `/readyz` answers 200 when every readiness check
-passes, else 503 with each failing check's reason. `/metrics` is the run's Prometheus registry in
-text format.
+allowance and no thread has been inside one watched call (a library call that can block, such
+as a Kafka transaction's commit or an engine run) for longer than the call's budget; else 503
+naming the stuck loops and calls. `/readyz` answers 200 when every readiness check passes, else
+503 with each failing check's reason. Once the service is declared stalled (`fail`), both answer
+503 with that reason until the process exits (`framebus.telemetry.watchdog`). `/metrics` is the
+run's Prometheus registry in text format.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,15 +31,51 @@ PATHS = ("/healthz", "/livez", "/readyz", "/metrics")
 JSON = "application/json"
 
 
+@dataclass(frozen=True)
+class Call:
+    """A watched library call in progress on one thread."""
+
+    thread: str
+    name: str
+    started: float
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A loop that has not beaten, or a call that has not returned, within its allowance."""
+
+    loop: str
+    overdue_s: float  # seconds since the beat or the call's start
+    allowance_s: float
+    call: str | None = None  # the call it is stuck in; None for a loop that stopped beating
+
+    def describe(self) -> str:
+        """One line for logs and probes."""
+        if self.call is None:
+            return f"loop {self.loop} has not come round for {self.overdue_s:.0f} s"
+        return (
+            f"{self.loop} stuck in {self.call} for {self.overdue_s:.0f} s "
+            f"(budget {self.allowance_s:g} s)"
+        )
+
+
+def thread_loop_name() -> str:
+    """The current thread's name as a loop name (the pipelines name their threads `fb-<loop>`)."""
+    return threading.current_thread().name.removeprefix("fb-")
+
+
 class Health:
-    """Thread-safe heartbeats and readiness checks of one service."""
+    """Thread-safe heartbeats, watched calls and readiness checks of one service."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._beats: dict[str, tuple[float, float]] = {}  # loop -> (last beat, allowance s)
+        self._calls: dict[int, list[Call]] = {}  # thread ident -> its watched calls, innermost last
         self._checks: dict[str, ReadinessCheck] = {}
         self._details: dict[str, Callable[[], Any]] = {}
+        self._failed: str | None = None
 
     def heartbeat(self, loop: str, allowance_s: float = 30.0) -> None:
         """Record that `loop` is alive; it counts as stuck after `allowance_s` without a beat."""
@@ -45,6 +86,52 @@ class Health:
         """Stop watching a loop that ended on purpose."""
         with self._lock:
             self._beats.pop(loop, None)
+
+    @contextmanager
+    def call(self, name: str, budget_s: float) -> Iterator[None]:
+        """Watch a call that may block: past `budget_s` inside it, the thread counts as stuck.
+
+        Heartbeats inside the call do not reset it: a thread that keeps polling while it waits
+        for something that never comes is stuck all the same.
+        """
+        ident = threading.get_ident()
+        entry = Call(thread_loop_name(), name, self._clock(), budget_s)
+        with self._lock:
+            self._calls.setdefault(ident, []).append(entry)
+        try:
+            yield
+        finally:
+            with self._lock:
+                stack = self._calls.get(ident, [])
+                if entry in stack:
+                    stack.remove(entry)
+                if not stack:
+                    self._calls.pop(ident, None)
+
+    def stalls(self) -> list[Stall]:
+        """Loops overdue for a beat and calls past their budget, now."""
+        now = self._clock()
+        with self._lock:
+            beats = dict(self._beats)
+            calls = [c for stack in self._calls.values() for c in stack]
+        out = [Stall(name, now - t, allow) for name, (t, allow) in beats.items() if now - t > allow]
+        out += [
+            Stall(c.thread, now - c.started, c.budget_s, c.name)
+            for c in calls
+            if now - c.started > c.budget_s
+        ]
+        return out
+
+    def fail(self, reason: str) -> None:
+        """Declare the service stalled: liveness and readiness fail with `reason` from now on."""
+        with self._lock:
+            self._failed = self._failed or reason
+
+    @property
+    def failed(self) -> str | None:
+        """The stall reason once `fail` was called."""
+        with self._lock:
+            return self._failed
 
     def add_check(self, name: str, check: ReadinessCheck) -> None:
         """Register a readiness check."""
@@ -57,18 +144,22 @@ class Health:
             self._details[name] = detail
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
-        """(alive, details): stuck loops and how long since they beat."""
-        now = self._clock()
+        """(alive, details): stuck loops, calls past their budget, and a declared stall."""
+        stalls = self.stalls()
         with self._lock:
-            beats = dict(self._beats)
-        stuck = {name: round(now - t, 1) for name, (t, allow) in beats.items() if now - t > allow}
-        body: dict[str, Any] = {
-            "status": "ok" if not stuck else "unhealthy",
-            "loops": sorted(beats),
-        }
+            loops = sorted(self._beats)
+            failed = self._failed
+        stuck = {s.loop: round(s.overdue_s, 1) for s in stalls if s.call is None}
+        calls = [s.describe() for s in stalls if s.call is not None]
+        alive = not stalls and failed is None
+        body: dict[str, Any] = {"status": "ok" if alive else "unhealthy", "loops": loops}
         if stuck:
             body["stuck_loops_s"] = stuck
-        return not stuck, body
+        if calls:
+            body["stuck_calls"] = calls
+        if failed is not None:
+            body["stalled"] = failed
+        return alive, body
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details): the reason of every failing check."""
@@ -76,6 +167,8 @@ class Health:
             checks = dict(self._checks)
             details = dict(self._details)
         reasons: dict[str, str] = {}
+        if self.failed is not None:
+            reasons["stalled"] = self.failed
         for name, check in checks.items():
             try:
                 reason = check()

@@ -2,12 +2,14 @@
 
 The tracker and the alerts consumer share it: a loop heartbeat, readiness once a partition is
 assigned and its states restored, and the loop's counters under the service's metric prefix,
-beside the service's own collector.
+beside the service's own collector; and the watchdog, which ends the process when the loop or a
+call it makes stops making progress, with or without the HTTP server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -16,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from framebus.kafka.changelog import RESTORE_TIMEOUT_S
 from framebus.kafka.stateful import StatefulStats
 from framebus.telemetry.health import Health, HealthServer
+from framebus.telemetry.watchdog import Watchdog
 
 # One loop iteration may hold a whole restore (inside consume()): the heartbeat allows for it.
 LOOP_ALLOWANCE_S = 2 * RESTORE_TIMEOUT_S
@@ -30,14 +33,17 @@ class Collector(Protocol):
 
 
 class StatefulTelemetry:
-    """The health server of a stateful service; `beat()` once per loop iteration."""
+    """Health, metrics and watchdog of a stateful service; `beat()` once per loop iteration.
+
+    `port` None: no HTTP server (the health is still watched).
+    """
 
     def __init__(
-        self, port: int, prefix: str, loop: StatefulStats, own: Collector, source: str
+        self, port: int | None, prefix: str, loop: StatefulStats, own: Collector, source: str
     ) -> None:
         self.health = Health()
         self.registry = CollectorRegistry()
-        self.server = HealthServer(port, self.health, self.registry)
+        self.server = None if port is None else HealthServer(port, self.health, self.registry)
         self.health.add_check(
             "kafka",
             lambda: None if loop.ready else f"no {source} partition assigned and restored yet",
@@ -48,6 +54,18 @@ class StatefulTelemetry:
     def beat(self) -> None:
         """Called once per loop iteration."""
         self.health.heartbeat("consume", LOOP_ALLOWANCE_S)
+
+    @contextmanager
+    def running(self) -> Iterator[StatefulTelemetry]:
+        """Serve (when a port was given) and watch, until the block ends."""
+        if self.server is not None:
+            self.server.start()
+        try:
+            with Watchdog(self.health):
+                yield self
+        finally:
+            if self.server is not None:
+                self.server.stop()
 
 
 class LoopCollector:

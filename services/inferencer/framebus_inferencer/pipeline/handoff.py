@@ -62,6 +62,14 @@ class StageQueue(Generic[T]):
         self._control = control
         self._q: queue.Queue[T | None] = queue.Queue(maxsize=maxsize)
 
+    def offer(self, item: T | None) -> bool:
+        """Put `item` if there is room now; False when the queue is full."""
+        try:
+            self._q.put_nowait(item)
+        except queue.Full:
+            return False
+        return True
+
     def put(self, item: T | None, while_full: Callable[[], None] | None = None) -> bool:
         """Put `item` (None ends the stream), running `while_full` between tries; False if failed."""
         while True:
@@ -107,7 +115,11 @@ class InFlight:
             self._n -= 1
             self._changed.notify_all()
 
-    def wait_empty(self, timeout_s: float, give_up: Callable[[], bool]) -> bool:
-        """Wait up to `timeout_s` for every batch to be delivered; True if none is left."""
+    def wait_empty(self, timeout_s: float, give_up: Callable[[], bool], held: int = 0) -> bool:
+        """Wait up to `timeout_s` until only `held` batches are undelivered; True if so.
+
+        `held`: batches the caller itself holds back (not yet handed on), which cannot move
+        while it waits.
+        """
         with self._changed:
-            return self._changed.wait_for(lambda: self._n == 0 or give_up(), timeout_s)
+            return self._changed.wait_for(lambda: self._n <= held or give_up(), timeout_s)

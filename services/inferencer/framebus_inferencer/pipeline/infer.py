@@ -87,7 +87,7 @@ class Inference:
             work = self.inbox.get()
             if work is None:
                 self.out.put(None)
-                ctl.health.retire("infer")
+                ctl.retire()
                 return
             self.out.put(self.process(work))
 
@@ -122,7 +122,7 @@ class Inference:
             return []
         started = self.clock_ms()
         try:
-            with self.tracing.child(span, "inference"):
+            with self.tracing.child(span, "inference"), self.control.call("engine run"):
                 if slot is not None:
                     outputs = self.engine.infer_slot(slot, len(batch.frames))
                 else:

@@ -5,6 +5,12 @@ offsets are delivered; the receive thread commits them while this thread goes on
 waits for a commit only when the ledger's commit window is full. Exactly-once: produce inside a
 transaction that also carries the consumed offsets. A failed publish raises, so its offsets are
 never committed.
+
+Exactly-once, a failed call is handled by its kind (`framebus.kafka.producer.TxnErrorKind`): the
+producer retries a retriable error itself; an abortable one, or a produce() refused inside the
+transaction, aborts it and rewinds the pipeline to the committed offsets; a fatal one ends the
+service. Each transactional call times out at half the stall timeout, so the watchdog only ends
+a call librdkafka itself never returns from.
 """
 
 from __future__ import annotations
@@ -12,8 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from framebus.errors import DeliveryError
-from framebus.kafka.producer import Producer, TransactionError
+from framebus.errors import DeliveryError, KafkaError
+from framebus.kafka.producer import Producer
 from framebus_inferencer.pipeline.control import Control, wall_us
 from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue
 from framebus_inferencer.pipeline.ledger import CommitLedger
@@ -22,7 +28,6 @@ from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
 
-TXN_TIMEOUT_S = 30.0  # each transactional call: the broker's default transaction timeout is 60 s
 COMMIT_WAIT_S = 2.0  # longest wait for room in the commit window before delivering anyway
 PRODUCER_READY_S = 30.0  # the first detections record would wait this long anyway
 # How long produce() waits for room in a full local queue, and flush() for acknowledgements
@@ -55,12 +60,14 @@ class Publisher:
         self.eos = exactly_once
         self._txn_open = False
         self._group_metadata: Any = None
+        # Within the broker's default transaction timeout (60 s) at the default stall timeout.
+        self.txn_timeout_s = control.stall_timeout_s / 2
 
     def run(self) -> None:
         """Publish until the infer thread ends the queue (committing an open transaction)."""
         ctl = self.control
         if self.eos:
-            self.producer.init_transactions(TXN_TIMEOUT_S)
+            self.producer.init_transactions(self.txn_timeout_s)
         elif not self.producer.wait_ready(PRODUCER_READY_S):
             log.warning("Kafka producer not ready after %.0f s; going on", PRODUCER_READY_S)
         ctl.publisher_ready.set()
@@ -68,8 +75,11 @@ class Publisher:
             pub = self.inbox.get()
             if pub is None:
                 if self._txn_open and not ctl.failed:
-                    self._commit_transaction()
-                ctl.health.retire("publish")
+                    try:
+                        self._commit_transaction()
+                    except KafkaError as exc:
+                        self._abort(exc)
+                ctl.retire()
                 return
             with self.tracing.child(pub.span, "publish"):
                 if self.eos:
@@ -115,22 +125,20 @@ class Publisher:
             # Else a held-back frame sits below these offsets: keep the transaction open.
             if self.ledger.delivered_in_transaction(pub.offsets):
                 self._commit_transaction()
-        except TransactionError as exc:
+        except KafkaError as exc:  # a transactional call's, or a produce() refused mid-transaction
             self._abort(exc)
 
     def _commit_transaction(self) -> None:
-        try:
-            marks = self.ledger.transaction_marks()
-            if marks:
-                self.producer.send_offsets_to_transaction(
-                    marks, self._group_metadata, TXN_TIMEOUT_S
-                )
-            self.producer.commit_transaction(TXN_TIMEOUT_S)
-            self._txn_open = False
-            self.ledger.transaction_committed()
-        except TransactionError as exc:
-            self._abort(exc)
-
-    def _abort(self, exc: TransactionError) -> None:
+        marks = self.ledger.transaction_marks()
+        if marks:
+            self.producer.send_offsets_to_transaction(
+                marks, self._group_metadata, self.txn_timeout_s
+            )
+        self.producer.commit_transaction(self.txn_timeout_s)
         self._txn_open = False
-        raise self.producer.abort_for(exc, TXN_TIMEOUT_S) from exc
+        self.ledger.transaction_committed()
+
+    def _abort(self, exc: KafkaError) -> None:
+        self._txn_open = False
+        log.error("transaction failed: %s", exc)
+        raise self.producer.abort_for(exc, self.txn_timeout_s) from exc

@@ -8,6 +8,11 @@ copy of a frame after the fetch is the engine's into its bound input buffer.
 It alone drives the consumer, so it also makes the commits the ledger decides
 (`pipeline/ledger.py`), between consume() calls.
 
+When the infer stage has had no room for a while it pauses the assigned partitions and keeps
+calling consume(), which then returns nothing but keeps the group membership and serves
+rebalances: a slow or stuck downstream stage never costs the group. The wait is a watched call
+with a budget below `max.poll.interval.ms`; past it the watchdog ends the process.
+
 The record values confluent-kafka makes live in this thread's malloc arena. Under a backlog it
 holds the batcher's capacity of them plus the two batches past it (queued for and in the infer
 thread); faulting that heap in mid-stream costs kernel time on every frame of the first backlog,
@@ -32,7 +37,7 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
-from framebus_inferencer.pipeline.control import LOOP_ALLOWANCE_S, Control, wall_us
+from framebus_inferencer.pipeline.control import Control, wall_us
 from framebus_inferencer.pipeline.handoff import BUSY_POLL_S, InFlight, StageQueue, Work
 from framebus_inferencer.pipeline.ledger import CommitLedger, Offsets
 from framebus_inferencer.pipeline.staging import StagingPool
@@ -47,6 +52,12 @@ IDLE_POLL_S = 0.1  # longest consume() wait when no batch is open; bounds stop l
 LAG_EVERY_S = 5.0  # how often the receive thread reads watermarks and positions for the lag
 REVOKE_DRAIN_S = 30.0  # longest wait for batches in flight before giving partitions up
 REVOKE_POLL_S = 0.05  # how often that wait commits what the publisher delivered meanwhile
+PAUSE_AFTER_S = 5.0  # a full pipeline for this long: pause fetching, keep serving the group
+# librdkafka's max.poll.interval.ms (framebus keeps its 300 s default): a consumer that has not
+# called consume() for this long leaves the group. A hand-off waiting longer than the budget is
+# a stall.
+MAX_POLL_INTERVAL_S = 300.0
+PIPELINE_FULL_BUDGET_S = 0.8 * MAX_POLL_INTERVAL_S
 
 
 def backlog_heap_bytes(capacity: int, max_batch: int, frame_bytes: int) -> int:
@@ -70,6 +81,8 @@ class Receiver:
         frame_shape: tuple[int, int, int],
         clock_ms: Callable[[], float],
         staging: StagingPool | None = None,
+        full_budget_s: float = PIPELINE_FULL_BUDGET_S,
+        pause_after_s: float = PAUSE_AFTER_S,
     ) -> None:
         self.s = settings
         self.control = control
@@ -96,6 +109,13 @@ class Receiver:
         consumer.commit_listener = ledger.commit_returned
         self._last_frame = time.monotonic()
         self._next_lag = 0.0
+        self.full_budget_s = full_budget_s
+        self.pause_after_s = pause_after_s
+        self._holding = 0  # batches this thread holds while the infer stage has no room
+        self._paused = False
+        # Dead letters of records consumed while the pipeline was full: in the next hand-off.
+        self._held_rejects: list[Outgoing] = []
+        self._held_reject_offsets: Offsets = []
 
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
@@ -111,12 +131,15 @@ class Receiver:
         if ctl.failed:
             return
         self.consumer.subscribe(
-            [self.s.topics.frames_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+            [self.s.topics.frames_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
         self._last_frame = time.monotonic()
         lag_changed = False
         while not (outer_stop.is_set() or ctl.stop.is_set()):
-            ctl.health.heartbeat("receive", LOOP_ALLOWANCE_S)
+            ctl.beat()
             self._refresh_lag()
             got = self._receive_some()
             if got:
@@ -139,7 +162,7 @@ class Receiver:
         if final is not None and not ctl.failed:
             self._submit(Work(final))
         self.out.put(None)
-        ctl.health.retire("receive")
+        ctl.retire()
 
     def _refresh_lag(self) -> None:
         """Read high watermarks (cached from fetches) and positions, on the receive thread."""
@@ -158,8 +181,8 @@ class Receiver:
 
     def _receive_some(self) -> int:
         self.ledger.commit(self.consumer)
-        rejects: list[Outgoing] = []
-        reject_offsets: Offsets = []
+        rejects, self._held_rejects = self._held_rejects, []
+        reject_offsets, self._held_reject_offsets = self._held_reject_offsets, []
         got = 0
         if not self.batcher.full:
             deadline = self.batcher.next_deadline_ms(wall_us())
@@ -222,12 +245,38 @@ class Receiver:
         if work.batch is not None and work.batch.frames and self.staging is not None:
             work.staged = self.staging.stage([p.payload.tensor for p in work.batch.frames])
         self.in_flight.add()
-        # While the pipeline is full, keep committing what the publish thread delivers.
-        if not self.out.put(work, while_full=self._commit_while_blocked):
+        if self.out.offer(work):
+            return
+        full_since = time.monotonic()
+        self._holding = 1
+        try:
+            with self.control.call(
+                "hand-off to the infer stage (pipeline full)", self.full_budget_s
+            ):
+                handed = self.out.put(work, while_full=lambda: self._while_full(full_since))
+        finally:
+            self._holding = 0
+            if self._paused:
+                self.consumer.resume_assigned()
+                self._paused = False
+        if not handed:
             self.in_flight.done()
 
-    def _commit_while_blocked(self) -> None:
+    def _while_full(self, full_since: float) -> None:
+        # Keep committing what the publish thread delivers meanwhile.
         self.ledger.commit_while_blocked(self.consumer)
+        if time.monotonic() - full_since < self.pause_after_s:
+            return
+        if not self._paused:
+            log.info(
+                "pipeline full for %.0f s: pausing fetches, keeping the group", self.pause_after_s
+            )
+            self.consumer.pause_assigned()
+            self._paused = True
+        # Paused partitions return nothing; a partition assigned meanwhile may, and its records
+        # are kept like any other (they are consumed, so they must be answered).
+        for msg in self.consumer.consume(1, 0):
+            self._accept(msg, self._held_rejects, self._held_reject_offsets)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self.stats.connected = True
@@ -237,16 +286,27 @@ class Receiver:
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Let batches in flight finish (and, exactly-once, commit) before giving partitions up.
         # We are the receive thread, inside consume(): keep committing what the publish thread
-        # delivers meanwhile.
+        # delivers meanwhile. A batch this thread holds (pipeline full) cannot move meanwhile.
         deadline = time.monotonic() + REVOKE_DRAIN_S
         while time.monotonic() < deadline:
             self.ledger.commit(self.consumer, wait=True)
-            if self.in_flight.wait_empty(REVOKE_POLL_S, lambda: self.control.failed):
+            if self.in_flight.wait_empty(
+                REVOKE_POLL_S, lambda: self.control.failed, held=self._holding
+            ):
                 break
         self.ledger.commit(self.consumer, wait=True)
+        self._forget(partitions, "revoked")
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        # The group already gave these to another member: nothing of theirs can be committed
+        # any more, so waiting for batches in flight would only hold the new owner back.
+        # Exactly-once, a transaction carrying their offsets fails and is rewound.
+        self._forget(partitions, "lost")
+
+    def _forget(self, partitions: list[Any], how: str) -> None:
         gone = [(p.topic, p.partition) for p in partitions]
         dropped = self.batcher.drop_partitions(p for _, p in gone)
         self.ledger.revoked(gone)
         self.stats.lag.forget(gone)
         self.tracing.forget(p for _, p in gone)
-        log.info("revoked %s; %d waiting frames left to the next owner", gone, len(dropped))
+        log.info("%s %s; %d waiting frames left to the next owner", how, gone, len(dropped))

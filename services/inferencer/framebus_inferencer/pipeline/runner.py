@@ -47,7 +47,7 @@ class Pipeline:
     ) -> None:
         self.stats = stats
         self.consumer = consumer
-        self.control = Control(health or Health())
+        self.control = Control(health or Health(), settings.stall_timeout_s)
         self.ledger = CommitLedger(settings.commit_window, on_error=stats.error)
         to_infer: StageQueue[Work] = StageQueue(self.control, maxsize=1)
         to_publish: StageQueue[Publication] = StageQueue(self.control, maxsize=2)
@@ -106,5 +106,7 @@ class Pipeline:
                 log.exception("pipeline stage %s failed", threading.current_thread().name)
                 self.stats.error(type(exc).__name__)
                 self.control.fail(exc)
+            finally:
+                self.control.retire()  # an ended stage is not a stuck one
 
         return run
