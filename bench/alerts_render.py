@@ -23,7 +23,7 @@ from bench.benchkit import parser_for, print_header
 from framebus.codec import DetectionsCodec
 from framebus.letterbox import Letterbox
 from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
-from framebus_tools.alerts.rules import Rule, RuleEngine
+from framebus_alerts.rules import Rule, RuleEngine
 from framebus_tools.render.draw import draw_detections, original_frame
 
 CAMERAS = 64

@@ -33,11 +33,12 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
 from framebus.messages import Compression, TensorLayout
+from framebus.topology import INFERENCE_TOPICS, Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_decoder.service import producer_overrides
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.wire import FrameEncoder
@@ -142,22 +143,23 @@ def print_median_ratio(label: str, per_run: Sequence[float], goal: float | None 
 # Topics and frame records
 
 
-def fresh_topics(kafka: KafkaSettings, partitions: int, prefix: str = "bench") -> TopicSettings:
-    """A fresh set of frames/detections/dead-letter topics, created as `framebus topics` does."""
-    run = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    names = TopicSettings(f"{run}.frames", f"{run}.detections", f"{run}.dlq")
-    ensure_topics(kafka, framebus_topics(names, partitions, partitions))
+def fresh_topics(
+    kafka: KafkaSettings,
+    partitions: int,
+    prefix: str = "bench",
+    topics: Sequence[Topic] = INFERENCE_TOPICS,
+) -> TopicSettings:
+    """Fresh names for every topic, and `topics` of them created as `framebus topics` does."""
+    names = TopicSettings.with_prefix(f"{prefix}-{uuid.uuid4().hex[:10]}")
+    sizing = Sizing(partitions, partitions, alerts_partitions=1, replication_factor=1)
+    ensure_topics(kafka, pipeline_specs(names, sizing, topics))
     return names
 
 
 def delete_topics(kafka: KafkaSettings, names: TopicSettings | Sequence[str]) -> None:
     """Drop a run's topics (960 frames are 1.2 GB of broker log); ones never created are fine."""
     admin = AdminClient(kafka.client_config())
-    topics = (
-        [names.frames_topic, names.detections_topic, names.deadletter_topic]
-        if isinstance(names, TopicSettings)
-        else list(names)
-    )
+    topics = [names.name(t) for t in Topic] if isinstance(names, TopicSettings) else list(names)
     for future in admin.delete_topics(topics, request_timeout=30).values():
         with contextlib.suppress(confluent_kafka.KafkaException):  # already gone: nothing to do
             future.result(30)

@@ -69,8 +69,9 @@ from bench.benchkit import (
 )
 from framebus.codec import DetectionsCodec
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression, FrameStatus
+from framebus.topology import TopicSettings
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
 from framebus_decoder.service import producer_overrides

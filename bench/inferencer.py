@@ -36,8 +36,9 @@ from bench.benchkit import (
     verdict,
 )
 from framebus.codec import DetectionsCodec, FrameCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
+from framebus.topology import TopicSettings
 from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat, InferencerSettings

@@ -51,8 +51,9 @@ from bench.benchkit import (
     verdict,
 )
 from framebus.codec import DetectionsCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
+from framebus.topology import TopicSettings
 from framebus_tools.pipeline import CameraSpec, PipelineProcesses, write_cameras_file
 from framebus_tools.runstats import percentile
 from framebus_tools.synthetic import MovingSquare, write_square_video

@@ -63,9 +63,9 @@ from bench.benchkit import (
 from framebus.codec import DetectionsCodec
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import TopicSpec, ensure_topics
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Box, Detections, FrameStatus
+from framebus.topology import INFERENCE_TOPICS, Topic, TopicSettings
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.browser import CHROMIUM_ARGS, INSTALL_HINT, chromium_path
@@ -169,17 +169,14 @@ def cpu_s(pid: int) -> float:
 
 @contextlib.contextmanager
 def live_service(
-    kafka: KafkaSettings, topics: TopicSettings, names: dict[str, str]
+    kafka: KafkaSettings, topics: TopicSettings
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`python -m framebus_live` on these topics; (process, its URL) once /readyz answers."""
     port = free_port()
     env = child_env(
         {
             "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "FRAMEBUS_FRAMES_TOPIC": topics.frames_topic,
-            "FRAMEBUS_DETECTIONS_TOPIC": topics.detections_topic,
-            "FRAMEBUS_TRACKS_TOPIC": names["tracks"],
-            "FRAMEBUS_ALERTS_TOPIC": names["alerts"],
+            **topics.env(),
             "FRAMEBUS_LIVE_SOURCE": "detections",
             "FRAMEBUS_HTTP_PORT": str(port),
             "FRAMEBUS_HTTP_HOST": "127.0.0.1",
@@ -252,17 +249,14 @@ def one_run(kafka: KafkaSettings, args: argparse.Namespace) -> RunFigures:
     """Feed, view and read for warm-up + window; the window's figures."""
     from playwright.sync_api import sync_playwright
 
-    topics = fresh_topics(kafka, args.partitions, "bench-live")
-    run = topics.frames_topic.removesuffix(".frames")
-    names = {"tracks": f"{run}.tracks", "alerts": f"{run}.alerts"}
-    ensure_topics(
-        kafka, [TopicSpec(names["tracks"], args.partitions), TopicSpec(names["alerts"], 1)]
+    topics = fresh_topics(
+        kafka, args.partitions, "bench-live", (*INFERENCE_TOPICS, Topic.TRACKS, Topic.ALERTS)
     )
     produced: dict[Key, float] = {}
     stop = threading.Event()
     context = multiprocessing.get_context("spawn")
     try:
-        with live_service(kafka, topics, names) as (proc, url), sync_playwright() as pw:
+        with live_service(kafka, topics) as (proc, url), sync_playwright() as pw:
             browser, page = open_page(pw, url)
             total_s = args.warm_up_s + args.seconds
             receiver, sender = context.Pipe(duplex=False)
@@ -293,7 +287,6 @@ def one_run(kafka: KafkaSettings, args: argparse.Namespace) -> RunFigures:
     finally:
         stop.set()
         delete_topics(kafka, topics)
-        delete_topics(kafka, list(names.values()))
     window = window_end - window_start
     in_window = {k: t for k, t in produced.items() if window_start <= t <= window_end}
     live_ms = [at - in_window[(c, s)] * 1000 for c, s, at in drawn if (c, s) in in_window]

@@ -73,7 +73,7 @@ from bench.benchkit import (
 from framebus.codec import HEADER_BYTES, DetectionsCodec, TracksCodec, load_schema
 from framebus.kafka.changelog import encode_state
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.stateful import (
     KeyedProcessor,
     Output,
@@ -81,9 +81,10 @@ from framebus.kafka.stateful import (
     StatefulRunner,
     StatefulStats,
 )
-from framebus.kafka.topics import TopicSpec, ensure_topics
+from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections, Tracks
 from framebus.telemetry import tracing
+from framebus.topology import Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_tools.runstats import percentile
 from framebus_tools.walkers import camera_detections
 from framebus_tracker.service import TrackProcessor, ensure_tracker_topics, stateful_config
@@ -148,38 +149,41 @@ def bare_loop(dets: list[Detections]) -> tuple[Rate, Ids]:
 
 @dataclass(frozen=True)
 class RunTopics:
-    """One run's fresh topics, group and transactional id."""
+    """One run's fresh topics (named by `framebus.topology`), group and transactional id."""
 
-    detections: str
-    deadletter: str
-    tracks: str
-    changelog: str
+    names: TopicSettings
     group: str
+
+    @property
+    def detections(self) -> str:
+        """The detections topic the run fills."""
+        return self.names.detections_topic
+
+    @property
+    def tracks(self) -> str:
+        """The tracks topic the run reads."""
+        return self.names.tracks_topic
 
     @classmethod
     def fresh(cls, kafka: KafkaSettings, partitions: int) -> RunTopics:
-        """New uuid names; the detections, tracks and dead-letter topics created."""
+        """New uuid names; the detections, tracks, changelog and dead-letter topics created."""
         run = f"bench-track-{uuid.uuid4().hex[:10]}"
-        names = cls(f"{run}.detections", f"{run}.dlq", f"{run}.tracks", f"{run}.changelog", run)
+        names = TopicSettings.with_prefix(run)
         # The tracks topic too, so that its reader is subscribed before the tracker starts.
-        specs = [TopicSpec(names.detections, partitions), TopicSpec(names.tracks, partitions)]
-        ensure_topics(kafka, [*specs, TopicSpec(names.deadletter, 1)])
-        return names
+        sizing = Sizing(detections_partitions=partitions, replication_factor=1)
+        ensure_topics(kafka, pipeline_specs(names, sizing, TRACKER_TOPICS))
+        return cls(names, run)
 
     def delete(self, kafka: KafkaSettings) -> None:
         """Drop the run's topics."""
-        delete_topics(kafka, [self.detections, self.deadletter, self.tracks, self.changelog])
+        delete_topics(kafka, self.names)
 
     def settings(self, kafka: KafkaSettings, stop_after_idle_s: float) -> TrackerSettings:
         """The tracker's settings for these topics."""
         return TrackerSettings(
             kafka=kafka,
-            topics=TopicSettings(
-                detections_topic=self.detections, deadletter_topic=self.deadletter
-            ),
-            tracks_topic=self.tracks,
+            topics=self.names,
             tracker_group=self.group,
-            tracker_changelog_topic=self.changelog,
             transactional_id=self.group,
             stop_after_idle_s=stop_after_idle_s,
         )
@@ -189,16 +193,17 @@ class RunTopics:
         return child_env(
             {
                 "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-                "FRAMEBUS_DETECTIONS_TOPIC": self.detections,
-                "FRAMEBUS_DEADLETTER_TOPIC": self.deadletter,
-                "FRAMEBUS_TRACKS_TOPIC": self.tracks,
+                **self.names.env(),
                 "FRAMEBUS_TRACKER_GROUP": self.group,
-                "FRAMEBUS_TRACKER_CHANGELOG_TOPIC": self.changelog,
                 "FRAMEBUS_TRANSACTIONAL_ID": self.group,
                 "FRAMEBUS_STOP_AFTER_IDLE_S": str(stop_after_idle_s),
                 "FRAMEBUS_LOG_LEVEL": "info",
             }
         )
+
+
+# What the tracker reads and writes, created before it starts.
+TRACKER_TOPICS = (Topic.DETECTIONS, Topic.TRACKS, Topic.TRACKER_CHANGELOG, Topic.DEADLETTER)
 
 
 def fill(kafka: KafkaSettings, topic: str, values: list[tuple[str, bytes]]) -> None:
@@ -554,7 +559,7 @@ def loop_costs(
     """The same in-process StatefulRunner draining the same records: relaying, then tracking."""
     codec = DetectionsCodec()
     values = [(d.camera_id, codec.encode(d)) for d in dets]
-    relay = loop_cpu_us(kafka, args, values, lambda s: Relay(s.tracks_topic))
+    relay = loop_cpu_us(kafka, args, values, lambda s: Relay(s.topics.tracks_topic))
     tracking = loop_cpu_us(kafka, args, values, TrackProcessor)
     return {"Kafka loop relaying": relay, "Kafka loop tracking": tracking}
 

@@ -53,7 +53,8 @@ from bench.benchkit import (
 )
 from framebus.codec import DetectionsCodec
 from framebus.kafka.producer import Producer
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
+from framebus.topology import TopicSettings
 from framebus_tools.testmodels import near_free_model
 
 ThreadCpu = dict[str, float]  # CPU seconds per thread group

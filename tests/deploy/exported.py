@@ -18,14 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
 from framebus.telemetry.health import HealthServer
+from framebus_alerts.engine import EngineStats
+from framebus_alerts.stats import AlertsStats
+from framebus_alerts.telemetry import alerts_telemetry
 from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 from framebus_inferencer.batcher import CloseReason
 from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.alerts.consumer import AlertsStats
-from framebus_tools.alerts.engine import EngineStats
-from framebus_tools.alerts.telemetry import alerts_telemetry
 from framebus_tracker.service import TrackerStats
 from framebus_tracker.telemetry import tracker_telemetry
 
@@ -91,7 +91,7 @@ def tracker() -> HealthServer:
 
 
 def alerts() -> HealthServer:
-    """The alerts consumer's server (framebus_tools.alerts.consumer.run)."""
+    """The alerts consumer's server (framebus_alerts.service.run)."""
     stats = AlertsStats(engine=EngineStats())
     stats.engine.frames[CAMERA] += 1
     stats.engine.not_looked_at[(CAMERA, "FAILED")] += 1

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from framebus import settings as cfg
-from framebus.kafka.settings import TopicSettings
+from framebus.topology import TopicSettings
 from framebus_live.settings import LiveSettings, LiveSource
 from tests.deploy.helmutil import (
     REPO,

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from framebus import settings as cfg
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
+from framebus.topology import TopicSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
 from framebus_live.settings import LiveSettings

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import broker_reachable, ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import broker_reachable, ensure_topics
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalKafka
 from tests.integration.liveserver import LiveLauncher
 from tests.integration.rtsp import rtsp_available
@@ -36,16 +37,12 @@ TopicFactory = Callable[..., TopicSettings]
 
 @pytest.fixture
 def topics(kafka: KafkaSettings) -> TopicFactory:
-    """Create fresh frames/detections/dead-letter topics for one test and return their names."""
+    """Fresh names for every topic of one test; the frames, detections and dead-letter created."""
 
     def make(frames_partitions: int = 1, detections_partitions: int = 1) -> TopicSettings:
-        run = uuid.uuid4().hex[:10]
-        names = TopicSettings(
-            frames_topic=f"test-{run}.frames",
-            detections_topic=f"test-{run}.detections",
-            deadletter_topic=f"test-{run}.deadletter",
-        )
-        ensure_topics(kafka, framebus_topics(names, frames_partitions, detections_partitions))
+        names = TopicSettings.with_prefix(f"test-{uuid.uuid4().hex[:10]}")
+        sizing = Sizing(frames_partitions, detections_partitions, replication_factor=1)
+        ensure_topics(kafka, pipeline_specs(names, sizing, INFERENCE_TOPICS))
         return names
 
     return make

@@ -12,35 +12,22 @@ from typing import Any
 
 import aiohttp
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import TopicSpec, ensure_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
+from framebus.topology import Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_live.protocol import parse_tile
 from framebus_tools.pipeline import free_port
 from tests.integration.livefeed import LiveTopics
 from tests.reliability.harness import Service, get_json, metric, scrape, service_env, wait_for
 
 
-def live_topics(
-    kafka: KafkaSettings,
-    names: TopicSettings,
-    partitions: int = 1,
-    *,
-    tracks: str | None = None,
-    alerts: str | None = None,
-) -> LiveTopics:
-    """The test's frames and detections topics, plus tracks and alerts topics (created).
-
-    A test whose own processes already write tracks and alerts passes their names; otherwise
-    they are named beside the frames topic.
-    """
-    topics = LiveTopics(
-        names.frames_topic,
-        names.detections_topic,
-        tracks or names.frames_topic.replace(".frames", ".tracks"),
-        alerts or names.frames_topic.replace(".frames", ".alerts"),
+def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1) -> LiveTopics:
+    """The test's frames, detections, tracks and alerts topics (the last two created here)."""
+    sizing = Sizing(detections_partitions=partitions, alerts_partitions=1, replication_factor=1)
+    ensure_topics(kafka, pipeline_specs(names, sizing, (Topic.TRACKS, Topic.ALERTS)))
+    return LiveTopics(
+        names.frames_topic, names.detections_topic, names.tracks_topic, names.alerts_topic
     )
-    ensure_topics(kafka, [TopicSpec(topics.tracks, partitions), TopicSpec(topics.alerts, 1)])
-    return topics
 
 
 def http_status(url: str) -> int:
@@ -76,8 +63,6 @@ def start_live(
     env = service_env(
         kafka,
         names,
-        tracks_topic=topics.tracks,
-        alerts_topic=topics.alerts,
         http_port=port,
         http_host="127.0.0.1",
         **extra,

@@ -11,12 +11,12 @@ import yaml
 from framebus.codec import AlertCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert
+from framebus_alerts import service as alerts_service
+from framebus_alerts.settings import AlertsSettings
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
-from framebus_tools.alerts import consumer as alerts_service
-from framebus_tools.alerts.consumer import AlertsSettings
 from framebus_tools.synthetic import MovingSquare, write_square_video
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
@@ -48,7 +48,7 @@ def test_alerts_when_square_enters_zone_then_exactly_one_alert_at_the_right_fram
 ) -> None:
     video = write_square_video(media_dir / "square-360p-alerts.mp4", SCENE)
     names = topics()
-    alerts_topic = names.frames_topic.replace(".frames", ".alerts")
+    alerts_topic = names.alerts_topic
     rules = tmp_path / "rules.yaml"
     rules.write_text(
         yaml.safe_dump(
@@ -103,7 +103,6 @@ def test_alerts_when_square_enters_zone_then_exactly_one_alert_at_the_right_fram
             kafka=kafka,
             topics=names,
             rules=rules,
-            alerts_topic=alerts_topic,
             alerts_partitions=1,
             alerts_group=f"alerts-{names.frames_topic}",
             stop_after_idle_s=3.0,

@@ -158,7 +158,7 @@ def test_live_page_when_real_pipeline_runs_then_tiles_boxes_figures_and_alerts_s
     services = _start_consumers(kafka, t, rules, model, tmp_path)
     try:
         # The tracker's and the alerts' topics, by the names the processes above were given.
-        lt = live_topics(kafka, t.names, partitions=2, tracks=t.tracks, alerts=t.alerts)
+        lt = live_topics(kafka, t.names, partitions=2)
         live = launch_live(t.names, lt, tmp_path / "live.log")
         services["live"] = live.service
         page = browser.new_page()

@@ -24,8 +24,9 @@ import onnx
 import pytest
 
 from framebus.codec import DetectionsCodec, FrameCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
+from framebus.topology import TopicSettings
 from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_tools.localkafka import LocalKafka
@@ -71,7 +72,9 @@ def test_decoder_readyz_when_broker_stops_then_not_ready_naming_kafka_and_ready_
 ) -> None:
     kafka = KafkaSettings(bootstrap_servers=own_broker.bootstrap)
     names = TopicSettings("obs.frames", "obs.detections", "obs.deadletter")
-    ensure_topics(kafka, framebus_topics(names, 1, 1))
+    ensure_topics(
+        kafka, pipeline_specs(names, Sizing(1, 1, replication_factor=1), INFERENCE_TOPICS)
+    )
     video = write_square_video(
         tmp_path / "small.mp4", MovingSquare(width=320, height=240, side=40, frames=50)
     )

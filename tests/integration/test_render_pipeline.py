@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from framebus.codec import DetectionsCodec, TracksCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import short_track_label
+from framebus.topology import TopicSettings
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
@@ -123,15 +124,14 @@ def test_render_when_sheet_and_clip_from_real_pipeline_then_boxes_drawn_where_re
     assert abs(ys.max() + 1 - box.y2) <= t + 1
 
 
-def run_tracker(kafka: KafkaSettings, names: TopicSettings, tracks_topic: str) -> list[Any]:
+def run_tracker(kafka: KafkaSettings, names: TopicSettings) -> list[Any]:
     """The tracker, in a thread, over the detections already on the topic; its tracks records."""
     stop = threading.Event()
+    tracks_topic = names.tracks_topic
     settings = TrackerSettings(
         kafka=kafka,
         topics=names,
-        tracks_topic=tracks_topic,
         tracker_group=f"trk-{tracks_topic}",
-        tracker_changelog_topic=f"{tracks_topic}-changelog",
         transactional_id=f"tx-{tracks_topic}",
     )
     tracker = threading.Thread(target=tracker_service.run, args=(settings, stop))
@@ -164,9 +164,8 @@ def test_render_when_tracks_on_topic_then_boxes_labelled_with_short_track_ids(
 ) -> None:
     video = write_square_video(media_dir / "square-360p-render-tracks.mp4", SCENE)
     names = topics()
-    tracks_topic = names.frames_topic.replace(".frames", ".tracks")
     run_pipeline(kafka, names, video, square_model)
-    tracks = [TracksCodec().decode(m.value()) for m in run_tracker(kafka, names, tracks_topic)]
+    tracks = [TracksCodec().decode(m.value()) for m in run_tracker(kafka, names)]
     assert sorted(t.seq for t in tracks) == list(range(SCENE.frames))
     # Files decoded as fast as they read have capture times microseconds apart, which can split
     # a track: each frame's label is its own record's id.
@@ -175,7 +174,7 @@ def test_render_when_tracks_on_topic_then_boxes_labelled_with_short_track_ids(
         "--bootstrap-servers", kafka.bootstrap_servers,
         "--frames-topic", names.frames_topic,
         "--detections-topic", names.detections_topic,
-        "--tracks-topic", tracks_topic,
+        "--tracks-topic", names.tracks_topic,
         "--camera", "cam-r",
         "--sheet-columns", str(COLUMNS),
         "--thumb-width", "640",

@@ -7,42 +7,55 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
-from framebus.kafka.changelog import partition_count
 from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import partition_count
 from framebus_tools.cli import main
 
 pytestmark = pytest.mark.integration
 
 
-def test_topics_create_when_tracker_then_tracks_and_compacted_changelog_fit_detections(
+def test_topics_create_when_every_name_given_then_whole_pipeline_created_under_those_names(
     kafka: KafkaSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = uuid.uuid4().hex[:10]
-    monkeypatch.setenv("FRAMEBUS_TRACKS_TOPIC", f"t-{run}.tracks")
-    monkeypatch.setenv("FRAMEBUS_TRACKER_CHANGELOG_TOPIC", f"t-{run}.changelog")
+    monkeypatch.setenv("FRAMEBUS_ALERTS_TOPIC", f"t-{run}.alarms")  # a variable works too
+    names = {
+        "frames": f"t-{run}.frames",
+        "detections": f"t-{run}.detections",
+        "deadletter": f"t-{run}.dlq",
+        "tracks": f"t-{run}.tracks",
+        "tracker-changelog": f"t-{run}.trk-state",
+        "alerts-changelog": f"t-{run}.rule-state",
+    }
+    flags = [x for kind, name in names.items() for x in (f"--{kind}-topic", name)]
     code = main(
         [
             "topics",
             "create",
-            "--tracker",
             "--bootstrap-servers",
             kafka.bootstrap_servers,
             "--frames-partitions",
             "2",
             "--detections-partitions",
             "5",
-            "--frames-topic",
-            f"t-{run}.frames",
-            "--detections-topic",
-            f"t-{run}.detections",
-            "--deadletter-topic",
-            f"t-{run}.deadletter",
+            "--alerts-partitions",
+            "1",
+            *flags,
         ]
     )
     assert code == 0
-    assert partition_count(kafka, f"t-{run}.tracks") == 5
-    assert partition_count(kafka, f"t-{run}.changelog") == 5
-    resource = ConfigResource("topic", f"t-{run}.changelog")
+    want = {
+        names["frames"]: 2,
+        names["detections"]: 5,
+        names["deadletter"]: 1,
+        names["tracks"]: 5,
+        names["tracker-changelog"]: 5,
+        names["alerts-changelog"]: 5,
+        f"t-{run}.alarms": 1,
+    }
+    assert {t: partition_count(kafka, t) for t in want} == want
     admin = AdminClient(kafka.client_config())
-    configs = admin.describe_configs([resource])[resource].result(timeout=10)
-    assert configs["cleanup.policy"].value == "compact"
+    for changelog in (names["tracker-changelog"], names["alerts-changelog"]):
+        resource = ConfigResource("topic", changelog)
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        assert configs["cleanup.policy"].value == "compact"

@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from framebus.codec import AlertCodec, DetectionsCodec, FrameCodec, TracksCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert, RuleType, Tracks
+from framebus.topology import TopicSettings
 from framebus_tools.pipeline import group_caught_up
 from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
@@ -54,19 +55,15 @@ class Topics:
 
     names: TopicSettings
 
-    def named(self, suffix: str) -> str:
-        """The run's topic called `suffix` ("tracks", "alerts-changelog", ...)."""
-        return self.names.frames_topic.replace(".frames", f".{suffix}")
-
     @property
     def tracks(self) -> str:
         """Tracks topic."""
-        return self.named("tracks")
+        return self.names.tracks_topic
 
     @property
     def alerts(self) -> str:
         """Alerts topic."""
-        return self.named("alerts")
+        return self.names.alerts_topic
 
     @property
     def alerts_group(self) -> str:
@@ -109,9 +106,7 @@ def _start_consumers(
         service_env(
             kafka,
             names,
-            tracks_topic=t.tracks,
             tracker_group=f"trk-{names.frames_topic}",
-            tracker_changelog_topic=t.named("tracker-changelog"),
             # One per scene, so that two runs side by side do not fence each other.
             transactional_id=f"tx-trk-{names.frames_topic}",
         ),
@@ -139,11 +134,8 @@ def _start_consumers(
             kafka,
             names,
             rules=rules,
-            tracks_topic=t.tracks,
-            alerts_topic=t.alerts,
             alerts_partitions=1,
             alerts_group=t.alerts_group,
-            alerts_changelog_topic=t.named("alerts-changelog"),
             transactional_id=f"tx-alerts-{names.frames_topic}",
         ),
         logs / "alerts.log",

@@ -24,8 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.compression import compress
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression, Detections, Frame, TensorLayout
+from framebus.topology import TopicSettings
 from framebus_decoder.wire import FrameEncoder
 from tests.integration.kafkautil import read_topic
 
@@ -36,9 +37,7 @@ def service_env(kafka: KafkaSettings, names: TopicSettings, **extra: object) -> 
     """`FRAMEBUS_*` variables pointing a service at a broker and a test's topics."""
     env = {
         "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
-        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
-        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        **names.env(),
         "FRAMEBUS_CONSUMER_GROUP": f"g-{names.frames_topic}",
     }
     env.update({f"FRAMEBUS_{k.upper()}": str(v) for k, v in extra.items()})

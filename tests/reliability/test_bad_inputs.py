@@ -32,9 +32,10 @@ from framebus.codec import HEADER_BYTES, MAGIC, DetectionsCodec, FrameCodec
 from framebus.compression import decompress
 from framebus.errors import CodecError
 from framebus.kafka import deadletter
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import TopicSpec, ensure_topics
 from framebus.messages import Compression, Frame, FrameStatus, TensorLayout
+from framebus.topology import TopicSettings
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.stats import CameraState, DecoderStats

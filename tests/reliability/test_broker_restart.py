@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
 from framebus.messages import FrameStatus
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_decoder import service as decoder_service
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.stats import DecoderStats
@@ -41,7 +42,9 @@ def test_pipeline_when_broker_down_10s_mid_stream_then_both_recover_and_every_fr
 ) -> None:
     kafka = KafkaSettings(bootstrap_servers=own_broker.bootstrap)
     names = TopicSettings("rs.frames", "rs.detections", "rs.deadletter")
-    ensure_topics(kafka, framebus_topics(names, 2, 2))
+    ensure_topics(
+        kafka, pipeline_specs(names, Sizing(2, 2, replication_factor=1), INFERENCE_TOPICS)
+    )
     cams = tmp_path / "cameras.yaml"
     cams.write_text(
         "cameras:\n"

@@ -21,9 +21,10 @@ import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from framebus.codec import FrameCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections, FrameStatus
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalCluster
 from tests.integration.kafkautil import read_topic
 from tests.reliability.conftest import MODEL_INPUT
@@ -141,7 +142,12 @@ def _stream_through_leader_kill(
     tmp_path: Path,
 ) -> Outcome:
     """Cameras -> decoder -> inferencer; SIGKILL `victim_topic`'s leader, restart it; drain."""
-    ensure_topics(kafka, framebus_topics(names, PARTITIONS, PARTITIONS, replication_factor=3))
+    ensure_topics(
+        kafka,
+        pipeline_specs(
+            names, Sizing(PARTITIONS, PARTITIONS, replication_factor=3), INFERENCE_TOPICS
+        ),
+    )
     inferencer = Service(
         "inferencer",
         service_env(

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from tests.integration.kafkautil import read_topic
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.harness import Service, scrape, wait_for
@@ -62,7 +63,10 @@ def test_services_when_sasl_ssl_scram_then_frames_flow_end_to_end_and_password_n
     secure: SecureBroker, small_video: Path, square_model_160: Path, tmp_path: Path
 ) -> None:
     names = TopicSettings("sec.frames", "sec.detections", "sec.deadletter")
-    ensure_topics(secure.client_settings(), framebus_topics(names, 1, 1))  # over SASL_SSL too
+    ensure_topics(
+        secure.client_settings(),
+        pipeline_specs(names, Sizing(1, 1, replication_factor=1), INFERENCE_TOPICS),
+    )  # over SASL_SSL too
     password_file = tmp_path / "sasl-password"
     password_file.write_text(secure.password + "\n", encoding="utf-8")
     base = _secure_env(secure, names)

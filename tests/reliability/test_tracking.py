@@ -19,10 +19,11 @@ import pytest
 import yaml
 
 from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert, Detections, Tracks
-from framebus_tools.alerts.engine import AlertEngine
-from framebus_tools.alerts.rules import parse_rules
+from framebus.topology import TopicSettings
+from framebus_alerts.engine import AlertEngine
+from framebus_alerts.rules import parse_rules
 from framebus_tools.walkers import HEIGHT, camera_detections
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 from tests.integration.conftest import TopicFactory
@@ -113,9 +114,7 @@ def _tracker(
     env = service_env(
         kafka,
         names,
-        tracks_topic=names.frames_topic.replace(".frames", ".tracks"),
         tracker_group=f"trk-{names.frames_topic}",
-        tracker_changelog_topic=names.frames_topic.replace(".frames", ".tracker-changelog"),
         transactional_id=tx,
     )
     return Service("track", env, tmp_path / f"tracker-{tx}{tag}.log")
@@ -123,8 +122,8 @@ def _tracker(
 
 def _tracks_of(kafka: KafkaSettings, names: TopicSettings, expected: int) -> list[Tracks]:
     codec = TracksCodec()
-    topic = names.frames_topic.replace(".frames", ".tracks")
-    return [codec.decode(m.value()) for m in read_topic(kafka, topic, expected, settle_s=3.0)]
+    msgs = read_topic(kafka, names.tracks_topic, expected, settle_s=3.0)
+    return [codec.decode(m.value()) for m in msgs]
 
 
 def _assert_same_as_uninterrupted(got: list[Tracks], dets: list[Detections]) -> None:
@@ -184,15 +183,12 @@ def test_alerts_when_sigkilled_mid_stream_and_restarted_then_no_alert_lost_or_re
     dets = _detections()
     rules_file = tmp_path / "rules.yaml"
     rules_file.write_text(yaml.safe_dump(RULES))
-    alerts_topic = names.frames_topic.replace(".frames", ".alerts")
+    alerts_topic = names.alerts_topic
     env = service_env(
         kafka,
         names,
         rules=rules_file,
-        tracks_topic=names.frames_topic.replace(".frames", ".tracks"),
-        alerts_topic=alerts_topic,
         alerts_group=f"alerts-{names.frames_topic}",
-        alerts_changelog_topic=names.frames_topic.replace(".frames", ".alerts-changelog"),
         transactional_id="tx-alerts",
     )
     tracker = _tracker(kafka, names, tmp_path, "tx-t")

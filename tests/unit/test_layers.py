@@ -20,6 +20,7 @@ PACKAGES = {
     "framebus_inferencer": (REPO / "services" / "inferencer" / "framebus_inferencer", 1),
     "framebus_tracker": (REPO / "services" / "tracker" / "framebus_tracker", 1),
     "framebus_live": (REPO / "services" / "live" / "framebus_live", 1),
+    "framebus_alerts": (REPO / "services" / "alerts" / "framebus_alerts", 1),
     "framebus_tools": (REPO / "tools" / "framebus_tools", 2),
 }
 

@@ -1,8 +1,10 @@
-"""The `framebus` command: local Kafka, topics, the two services and the demo."""
+"""The `framebus` command: local Kafka, topics, the five services, the demo and the tools."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -10,25 +12,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framebus import settings as cfg
-from framebus.entrypoint import stop_on_signals
 from framebus.errors import FramebusError
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.logs import configure_logging
+from framebus.topology import TopicSettings
 
 if TYPE_CHECKING:
     from framebus_tools.localkafka import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
-# `..._tracker`, `..._live`); the CLI hands them their arguments, so both ways of starting a service run the
-# same code.
+# `..._tracker`, `..._alerts`, `..._live`); the CLI hands them their arguments, so both ways of
+# starting a service run the same code.
 SERVICES = {
     "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
     "inferencer": "batch frames through the model and publish detections "
     "(python -m framebus_inferencer)",
     "track": "give every detection a stable track id and publish tracks "
     "(python -m framebus_tracker)",
+    "alerts": "rules on objects and frames (dwell, line counts, zones, occupancy); alerts out "
+    "(python -m framebus_alerts)",
     "live": "serve a web page of every camera with its boxes, figures and alerts "
     "(python -m framebus_live)",
+}
+SERVICE_MODULES = {
+    "decoder": "framebus_decoder",
+    "inferencer": "framebus_inferencer",
+    "track": "framebus_tracker",
+    "alerts": "framebus_alerts",
+    "live": "framebus_live",
 }
 
 
@@ -103,23 +114,19 @@ def _cluster_status(cluster: LocalCluster) -> int:
 
 
 def _topics_command(args: argparse.Namespace) -> int:
-    from framebus.kafka.topics import (
-        broker_count,
-        ensure_topics,
-        framebus_topics,
-        replication_factor_for,
-    )
+    from framebus.kafka.topics import ensure_topics
+    from framebus.topology import Sizing, pipeline_specs
 
     kafka = cfg.load(KafkaSettings, os.environ, args)
     names = cfg.load(TopicSettings, os.environ, args)
-    copies = args.replication_factor or replication_factor_for(broker_count(kafka))
-    specs = framebus_topics(names, args.frames_partitions, args.detections_partitions, copies)
-    if args.tracker:
-        from framebus_tracker.service import tracker_topics
-        from framebus_tracker.settings import TrackerSettings
-
-        tracker = cfg.load(TrackerSettings, os.environ, args)
-        specs += tracker_topics(tracker, args.detections_partitions, copies)
+    sizing = Sizing(
+        args.frames_partitions,
+        args.detections_partitions,
+        args.alerts_partitions,
+        args.replication_factor or 0,
+    )
+    copies = sizing.copies(kafka)
+    specs = pipeline_specs(names, dataclasses.replace(sizing, replication_factor=copies))
     created = ensure_topics(kafka, specs)
     for spec in specs:
         state = "created" if spec.name in created else "exists"
@@ -128,37 +135,16 @@ def _topics_command(args: argparse.Namespace) -> int:
 
 
 def _service_main(name: str, argv: Sequence[str]) -> int:
-    """`framebus decoder|inferencer|track|live ...`: the service's own entry point, one code path."""
-    prog = f"framebus {name}"
-    if name == "decoder":
-        from framebus_decoder.__main__ import main as decoder_main
-
-        return decoder_main(argv, prog)
-    if name == "track":
-        from framebus_tracker.__main__ import main as tracker_main
-
-        return tracker_main(argv, prog)
-    if name == "live":
-        from framebus_live.__main__ import main as live_main
-
-        return live_main(argv, prog)
-    from framebus_inferencer.__main__ import main as inferencer_main
-
-    return inferencer_main(argv, prog)
+    """`framebus decoder|inferencer|track|alerts|live ...`: the service's own entry point."""
+    module = importlib.import_module(f"{SERVICE_MODULES[name]}.__main__")
+    code: int = module.main(argv, f"framebus {name}")
+    return code
 
 
 def _demo_command(args: argparse.Namespace) -> int:
     from framebus_tools.demo import DemoSettings, run_demo
 
     return run_demo(cfg.load(DemoSettings, os.environ, args))
-
-
-def _alerts_command(args: argparse.Namespace) -> int:
-    from framebus_tools.alerts.consumer import AlertsSettings, run
-
-    settings = cfg.load(AlertsSettings, os.environ, args)
-    configure_logging(settings.log_level)
-    return run(settings, stop_on_signals())
 
 
 def _render_command(args: argparse.Namespace) -> int:
@@ -232,7 +218,6 @@ def _config_docs_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line interface."""
-    from framebus_tools.alerts.consumer import AlertsSettings
     from framebus_tools.demo import DemoSettings
     from framebus_tools.render.service import RenderSettings
 
@@ -258,10 +243,20 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--home", default=None, help="cache and data root [env FRAMEBUS_HOME]")
     kafka.set_defaults(func=_kafka_command)
 
-    topics = sub.add_parser("topics", help="create framebus's topics (idempotent)")
+    topics = sub.add_parser(
+        "topics",
+        help="create the whole pipeline's topics (idempotent): frames, detections, tracks, "
+        "alerts, the two changelogs and the dead-letter topic, under the names the flags give",
+    )
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--frames-partitions", type=int, default=6)
-    topics.add_argument("--detections-partitions", type=int, default=6)
+    topics.add_argument(
+        "--detections-partitions",
+        type=int,
+        default=6,
+        help="also the tracks topic's and the two changelogs' (they follow it)",
+    )
+    topics.add_argument("--alerts-partitions", type=int, default=3)
     topics.add_argument(
         "--replication-factor",
         type=int,
@@ -269,19 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="copies of each partition; min.insync.replicas is 2 from 3 copies, else 1 "
         "(default: 3, or the number of brokers if fewer)",
     )
-    topics.add_argument(
-        "--tracker",
-        action="store_true",
-        help="also the tracker's tracks topic and compacted changelog, with the detections "
-        "partitions (names: FRAMEBUS_TRACKS_TOPIC, FRAMEBUS_TRACKER_CHANGELOG_TOPIC)",
-    )
     cfg.add_arguments(topics, KafkaSettings)
     cfg.add_arguments(topics, TopicSettings)
     topics.set_defaults(func=_topics_command)
 
     # Listed for `framebus --help` only: `main` hands their arguments to the service's own entry
-    # point (`python -m framebus_decoder|framebus_inferencer|framebus_tracker`), which parses its
-    # flags.
+    # point (`python -m framebus_<service>`), which parses its flags.
     for name, help_text in SERVICES.items():
         sub.add_parser(name, help=help_text, add_help=False)
 
@@ -291,12 +279,6 @@ def build_parser() -> argparse.ArgumentParser:
             "run the whole pipeline on generated cameras and print detections",
             DemoSettings,
             _demo_command,
-        ),
-        (
-            "alerts",
-            "evaluate zone rules on detections and publish alerts",
-            AlertsSettings,
-            _alerts_command,
         ),
         (
             "render",

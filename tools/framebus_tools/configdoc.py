@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.settings import reference_markdown
+from framebus.topology import TopicSettings
 
 HEADER = """# Configuration reference
 
@@ -19,10 +20,10 @@ This file is generated: `framebus config-docs > docs/configuration.md` (a test c
 
 def configuration_reference() -> str:
     """The whole reference as Markdown."""
+    from framebus_alerts.settings import AlertsSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
     from framebus_live.settings import LiveSettings
-    from framebus_tools.alerts.consumer import AlertsSettings
     from framebus_tools.demo import DemoSettings
     from framebus_tools.perf.loadtest import LoadtestSettings
     from framebus_tools.perf.tune import TuneSettings
@@ -33,9 +34,9 @@ def configuration_reference() -> str:
         "decoder": DecoderSettings,
         "inferencer": InferencerSettings,
         "track": TrackerSettings,
+        "alerts": AlertsSettings,
         "live": LiveSettings,
         "demo": DemoSettings,
-        "alerts": AlertsSettings,
         "render": RenderSettings,
         "tune": TuneSettings,
         "loadtest": LoadtestSettings,

@@ -23,8 +23,9 @@ import confluent_kafka
 import yaml
 
 from framebus.codec import DetectionsCodec
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections
+from framebus.topology import TopicSettings
 from framebus_tools.runstats import DecoderView
 
 
@@ -181,9 +182,7 @@ class PipelineProcesses:
         base = {
             **os.environ,
             "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "FRAMEBUS_FRAMES_TOPIC": topics.frames_topic,
-            "FRAMEBUS_DETECTIONS_TOPIC": topics.detections_topic,
-            "FRAMEBUS_DEADLETTER_TOPIC": topics.deadletter_topic,
+            **topics.env(),
         }
         self.log_dir = log_dir
         self._commands = {"inferencer": "inferencer", "decoder": "decoder"}

@@ -87,7 +87,7 @@ def _even(v: float) -> int:
     return 2 * round(v / 2)
 
 
-# The ground truth below is written apart from framebus_tools.alerts.geometry on purpose: the
+# The ground truth below is written apart from framebus_alerts.geometry on purpose: the
 # truth the alert rules are judged by must not share their code.
 
 

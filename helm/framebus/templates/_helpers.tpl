@@ -117,6 +117,14 @@ Credentials only ever come from the user's Secret through secretKeyRef.
   value: {{ $kafka.topics.detections | quote }}
 - name: FRAMEBUS_DEADLETTER_TOPIC
   value: {{ $kafka.topics.deadletter | quote }}
+- name: FRAMEBUS_TRACKS_TOPIC
+  value: {{ $kafka.topics.tracks | quote }}
+- name: FRAMEBUS_ALERTS_TOPIC
+  value: {{ $kafka.topics.alerts | quote }}
+- name: FRAMEBUS_TRACKER_CHANGELOG_TOPIC
+  value: {{ $kafka.topics.trackerChangelog | quote }}
+- name: FRAMEBUS_ALERTS_CHANGELOG_TOPIC
+  value: {{ $kafka.topics.alertsChangelog | quote }}
 {{- if include "framebus.kafka.usesSasl" . }}
 - name: FRAMEBUS_SASL_MECHANISM
   value: {{ $kafka.sasl.mechanism | quote }}
@@ -263,14 +271,6 @@ Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
 {{- $t := index . 1 }}
 {{- $d := (index . 0).Values.decoder.image }}
 {{- toYaml (dict "repository" ($t.repository | default $d.repository) "tag" ($t.tag | default $d.tag) "pullPolicy" ($t.pullPolicy | default $d.pullPolicy)) }}
-{{- end }}
-
-{{/* Names of the tracker's own topics, for the tracker and the topic Job (`topics create --tracker`). */}}
-{{- define "framebus.trackerTopicsEnv" -}}
-- name: FRAMEBUS_TRACKS_TOPIC
-  value: {{ .Values.kafka.topics.tracks | quote }}
-- name: FRAMEBUS_TRACKER_CHANGELOG_TOPIC
-  value: {{ .Values.kafka.topics.trackerChangelog | quote }}
 {{- end }}
 
 {{/*

@@ -6,9 +6,10 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression
 from framebus.settings import check, setting
+from framebus.topology import TopicSettings
 
 
 class RtspTransport(enum.Enum):

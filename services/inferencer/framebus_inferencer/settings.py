@@ -6,9 +6,10 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, MAX_TRIM_THRESHOLD_BYTES
 from framebus.settings import check, setting
+from framebus.topology import TopicSettings
 
 # Floor of the default commit window: at small batches consecutive batches come from one partition
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.

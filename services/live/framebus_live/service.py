@@ -38,13 +38,15 @@ def make_readers(
     on_failure: Callable[[str], None],
 ) -> dict[str, TopicReader]:
     """The frames, boxes and alerts consumers, each in a group of its own."""
-    boxes = settings.live_source.topics(settings.tracks_topic, settings.topics.detections_topic)
+    boxes = settings.live_source.topics(
+        settings.topics.tracks_topic, settings.topics.detections_topic
+    )
     topics_by_kind = {
         "frames": [settings.topics.frames_topic],
         "boxes": boxes,
-        "alerts": [settings.alerts_topic],
+        "alerts": [settings.topics.alerts_topic],
     }
-    decode = decoders(settings.tracks_topic)
+    decode = decoders(settings.topics.tracks_topic)
     suffix = instance_suffix()
     return {
         kind: TopicReader(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.settings import check, setting
+from framebus.topology import TopicSettings
 
 
 class LiveSource(enum.Enum):
@@ -31,8 +32,6 @@ class LiveSettings:
 
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
-    tracks_topic: str = setting("framebus.tracks", "Topic of one tracks record per frame.")
-    alerts_topic: str = setting("framebus.alerts", "Topic of alerts shown in the feed.")
     live_group: str = setting(
         "framebus-live",
         "Prefix of this instance's consumer group ids (a unique suffix is added per instance and "
@@ -77,8 +76,7 @@ class LiveSettings:
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
 
     def __post_init__(self) -> None:
-        for name in ("tracks_topic", "alerts_topic", "live_group"):
-            check(bool(getattr(self, name).strip()), name, "must not be empty")
+        check(bool(self.live_group.strip()), "live_group", "must not be empty")
         check(1 <= self.http_port <= 65535, "http_port", "must be a TCP port")
         check(self.tile_fps > 0, "tile_fps", "must be > 0")
         check(self.max_tiles_per_s > 0, "max_tiles_per_s", "must be > 0")

@@ -19,7 +19,6 @@ from typing import Any
 from opentelemetry import trace
 
 from framebus.codec import DetectionsCodec, TracksCodec
-from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.settings import instance_transactional_id
 from framebus.kafka.stateful import (
@@ -29,15 +28,9 @@ from framebus.kafka.stateful import (
     StatefulRunner,
     StatefulStats,
 )
-from framebus.kafka.topics import (
-    DAY_MS,
-    TopicSpec,
-    broker_count,
-    ensure_topics,
-    replication_factor_for,
-)
 from framebus.messages import FrameStatus, Tracks
 from framebus.telemetry import tracing
+from framebus.topology import TRACKER_SOURCE, Topic, ensure_written_topics
 from framebus_tracker.settings import TrackerSettings
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
@@ -116,7 +109,9 @@ class TrackProcessor:
             self._count(camera, tracks, tracker.active_tracks)
             value = self._tracks.encode(tracks)
             headers = tracing.inject_headers()
-        return Processed(camera, [Output(self.settings.tracks_topic, camera, value, headers)])
+        return Processed(
+            camera, [Output(self.settings.topics.tracks_topic, camera, value, headers)]
+        )
 
     def _count(self, camera: str, tracks: Tracks, active: int) -> None:
         if tracks.status is FrameStatus.INFERRED:
@@ -147,25 +142,10 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def tracker_topics(settings: TrackerSettings, partitions: int, replicas: int) -> list[TopicSpec]:
-    """The tracks topic and the changelog, each with the detections topic's `partitions`.
-
-    The changelog must have them: a camera's state goes to the partition with the number of the
-    detections partition it came from.
-    """
-    return [
-        TopicSpec(settings.tracks_topic, partitions, replicas, {"retention.ms": str(7 * DAY_MS)}),
-        changelog_spec(settings.tracker_changelog_topic, partitions, replicas),
-    ]
-
-
 def ensure_tracker_topics(settings: TrackerSettings) -> None:
-    """Create the tracker's topics to fit the detections topic; refuse a changelog that does not."""
-    partitions = partition_count(settings.kafka, settings.topics.detections_topic)
-    replicas = replication_factor_for(broker_count(settings.kafka))
-    ensure_topics(settings.kafka, tracker_topics(settings, partitions, replicas))
-    check_changelog(
-        settings.kafka, settings.tracker_changelog_topic, settings.topics.detections_topic
+    """Create the tracks topic and the changelog to fit the detections topic (topology's rule)."""
+    ensure_written_topics(
+        settings.kafka, settings.topics, (Topic.TRACKS, Topic.TRACKER_CHANGELOG), TRACKER_SOURCE
     )
 
 
@@ -175,7 +155,7 @@ def stateful_config(settings: TrackerSettings) -> StatefulConfig:
         service=SERVICE,
         group=settings.tracker_group,
         source_topic=settings.topics.detections_topic,
-        changelog_topic=settings.tracker_changelog_topic,
+        changelog_topic=settings.topics.tracker_changelog_topic,
         deadletter_topic=settings.topics.deadletter_topic,
         transactional_id=instance_transactional_id(
             settings.transactional_id, settings.tracker_group

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.settings import check, setting
+from framebus.topology import TopicSettings
 
 
 @dataclass(frozen=True)
@@ -14,13 +15,8 @@ class TrackerSettings:
 
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
-    tracks_topic: str = setting("framebus.tracks", "Topic of one tracks record per frame.")
     tracker_group: str = setting(
         "framebus-tracker", "Consumer group of the trackers (instances share the cameras)."
-    )
-    tracker_changelog_topic: str = setting(
-        "framebus.tracker-changelog",
-        "Compacted topic of each camera's tracker state, restored when a partition is assigned.",
     )
     transactional_id: str | None = setting(
         None,
@@ -52,12 +48,6 @@ class TrackerSettings:
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
 
     def __post_init__(self) -> None:
-        check(bool(self.tracks_topic.strip()), "tracks_topic", "must not be empty")
-        check(
-            bool(self.tracker_changelog_topic.strip()),
-            "tracker_changelog_topic",
-            "must not be empty",
-        )
         check(self.min_hits >= 1, "min_hits", "must be >= 1")
         check(self.max_lost_s > 0, "max_lost_s", "must be > 0")
         check(self.match_buffer >= 0, "match_buffer", "must be >= 0")

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from framebus.errors import CodecError
-from framebus.kafka.changelog import changelog_spec, decode_state, encode_state
+from framebus.kafka.changelog import decode_state, encode_state
 
 
 def test_changelog_value_when_round_tripped_then_state_and_source_kept() -> None:
@@ -37,9 +37,3 @@ def test_changelog_value_when_not_a_state_record_then_codec_error_names_the_key(
 def test_changelog_value_when_state_holds_nan_then_refused_before_it_is_written() -> None:
     with pytest.raises(ValueError):
         encode_state({"x": float("nan")}, "t", 0, 0)
-
-
-def test_changelog_topic_when_specified_then_compacted_with_one_partition_per_source() -> None:
-    spec = changelog_spec("c", 6, 3)
-    assert (spec.partitions, spec.config["cleanup.policy"]) == (6, "compact")
-    assert spec.creation_config()["min.insync.replicas"] == "2"

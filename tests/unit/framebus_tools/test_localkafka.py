@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from framebus.errors import LocalKafkaError
-from framebus.kafka.settings import TopicSettings
-from framebus.kafka.topics import TopicSpec, framebus_topics, replication_factor_for
+from framebus.kafka.topics import TopicSpec, replication_factor_for
 from framebus_tools.cli import build_parser
 from framebus_tools.localkafka import LocalCluster, LocalKafka, cluster_id, port_taken
 
@@ -145,17 +144,6 @@ def test_replication_factor_for_when_brokers_then_three_or_one_per_broker(
     brokers: int, copies: int
 ) -> None:
     assert replication_factor_for(brokers) == copies
-
-
-@pytest.mark.parametrize(("copies", "min_isr"), [(1, "1"), (2, "1"), (3, "2"), (5, "2")])
-def test_framebus_topics_when_replicated_then_min_insync_replicas_fits_the_copies(
-    copies: int, min_isr: str
-) -> None:
-    specs = framebus_topics(TopicSettings("f", "d", "dl"), 2, 2, copies)
-    assert [s.replication_factor for s in specs] == [copies] * 3
-    assert all(s.creation_config()["min.insync.replicas"] == min_isr for s in specs)
-    # Topic settings of its own are kept.
-    assert specs[0].creation_config()["max.message.bytes"] == specs[0].config["max.message.bytes"]
 
 
 def test_topic_spec_when_min_insync_replicas_set_then_kept() -> None:

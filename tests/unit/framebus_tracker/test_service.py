@@ -4,10 +4,11 @@ import pytest
 
 from framebus.codec import DetectionsCodec, TracksCodec
 from framebus.errors import CodecError, StateError
+from framebus.topology import TopicSettings
 from framebus_tools.walkers import camera_detections
 from framebus_tracker.service import TrackProcessor
 from framebus_tracker.settings import TrackerSettings
-from tests.unit.framebus_tools.test_alerts_consumer import StubMessage
+from tests.unit.framebus_alerts.test_service import StubMessage
 
 
 def _messages(count: int) -> list[StubMessage]:
@@ -17,7 +18,9 @@ def _messages(count: int) -> list[StubMessage]:
 
 
 def test_processor_when_records_tracked_then_one_tracks_record_per_frame_keyed_by_camera() -> None:
-    processor = TrackProcessor(TrackerSettings(tracks_topic="t"), clock_us=lambda: 7)
+    processor = TrackProcessor(
+        TrackerSettings(topics=TopicSettings(tracks_topic="t")), clock_us=lambda: 7
+    )
     outs = [processor.process(m) for m in _messages(20)]
     assert all(o.key == "cam-1" and len(o.outputs) == 1 for o in outs)
     tracks = [TracksCodec().decode(o.outputs[0].value) for o in outs]

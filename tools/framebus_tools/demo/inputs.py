@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.settings import check, setting
+from framebus.topology import Sizing, TopicSettings, pipeline_specs
 from framebus_tools.pipeline import ServiceProcess
 from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
@@ -19,6 +20,7 @@ from framebus_tools.scene_model import write_color_blob_model
 # services), and the 1280x720 scene's boxes still come back within a few pixels.
 SCENE_MODEL_INPUT = 320
 DWELL_S = 2.0
+DEMO_PARTITIONS = 6
 
 
 @dataclass(frozen=True)
@@ -53,33 +55,23 @@ class DemoSettings:
 
 @dataclass(frozen=True)
 class DemoNames:
-    """Topics and groups of the demo's tracker and alerts, named after its detections topic.
+    """Groups of the demo's tracker and alerts, named after its detections topic.
 
     Stable for a given detections topic, so a re-run resumes the groups where the last run left
     off (no old record is processed again) and restores the cameras' states: the cameras' seqs
     restart at 0 with newer capture times, which the tracker and the rules take for a decoder
     restart. Line counts are running counts and carry on; the summary counts this run's crossings.
+    The topics are the settings' own (`framebus.topology`).
     """
 
-    tracks_topic: str
-    alerts_topic: str
     tracker_group: str
-    tracker_changelog_topic: str
     alerts_group: str
-    alerts_changelog_topic: str
 
 
 def demo_names(topics: TopicSettings) -> DemoNames:
-    """`framebus.tracks`, `framebus.alerts`, ... for the default `framebus.detections`."""
+    """`framebus-demo-tracker`, `framebus-demo-alerts` for the default `framebus.detections`."""
     prefix = topics.detections_topic.removesuffix(".detections")
-    return DemoNames(
-        tracks_topic=f"{prefix}.tracks",
-        alerts_topic=f"{prefix}.alerts",
-        tracker_group=f"{prefix}-demo-tracker",
-        tracker_changelog_topic=f"{prefix}.demo-tracker-changelog",
-        alerts_group=f"{prefix}-demo-alerts",
-        alerts_changelog_topic=f"{prefix}.demo-alerts-changelog",
-    )
+    return DemoNames(tracker_group=f"{prefix}-demo-tracker", alerts_group=f"{prefix}-demo-alerts")
 
 
 @dataclass(frozen=True)
@@ -119,39 +111,16 @@ def _scene_video(settings: DemoSettings, scene: Scene) -> Path:
     return video
 
 
-def ensure_demo_topics(settings: DemoSettings, names: DemoNames, alerts: bool) -> None:
-    """The tracker's topics, and the alerts topic: both exist before anyone reads them."""
-    from framebus.kafka.changelog import partition_count
-    from framebus_tools.alerts.consumer import AlertsSettings, alerts_topic_spec
-    from framebus_tracker.service import tracker_topics
-    from framebus_tracker.settings import TrackerSettings
-
-    specs = tracker_topics(
-        TrackerSettings(
-            kafka=settings.kafka,
-            topics=settings.topics,
-            tracks_topic=names.tracks_topic,
-            tracker_changelog_topic=names.tracker_changelog_topic,
-        ),
-        partition_count(settings.kafka, settings.topics.detections_topic),
-        1,  # like the demo's other topics
-    )
-    if alerts:
-        specs.append(alerts_topic_spec(AlertsSettings(alerts_topic=names.alerts_topic), 1))
-    ensure_topics(settings.kafka, specs)
+def ensure_demo_topics(settings: DemoSettings) -> None:
+    """Every topic of the pipeline, each before anyone reads it (one copy: one local broker)."""
+    sizing = Sizing(DEMO_PARTITIONS, DEMO_PARTITIONS, alerts_partitions=1, replication_factor=1)
+    ensure_topics(settings.kafka, pipeline_specs(settings.topics, sizing))
 
 
-def live_process(names: DemoNames, port: int) -> ServiceProcess:
+def live_process(port: int) -> ServiceProcess:
     """`framebus live` on the demo's topics, on 127.0.0.1:`port`."""
     return ServiceProcess(
-        "live",
-        "live",
-        {
-            "FRAMEBUS_HTTP_PORT": str(port),
-            "FRAMEBUS_HTTP_HOST": "127.0.0.1",
-            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
-            "FRAMEBUS_ALERTS_TOPIC": names.alerts_topic,
-        },
+        "live", "live", {"FRAMEBUS_HTTP_PORT": str(port), "FRAMEBUS_HTTP_HOST": "127.0.0.1"}
     )
 
 
@@ -163,9 +132,7 @@ def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:
         "track",
         {
             **idle,
-            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
             "FRAMEBUS_TRACKER_GROUP": names.tracker_group,
-            "FRAMEBUS_TRACKER_CHANGELOG_TOPIC": names.tracker_changelog_topic,
         },
     )
     if rules is None:
@@ -177,10 +144,7 @@ def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:
             **idle,
             "FRAMEBUS_RULES": str(rules),
             "FRAMEBUS_ALERTS_SOURCE": "tracks",
-            "FRAMEBUS_TRACKS_TOPIC": names.tracks_topic,
-            "FRAMEBUS_ALERTS_TOPIC": names.alerts_topic,
             "FRAMEBUS_ALERTS_GROUP": names.alerts_group,
-            "FRAMEBUS_ALERTS_CHANGELOG_TOPIC": names.alerts_changelog_topic,
         },
     )
     return [tracker, alerts]

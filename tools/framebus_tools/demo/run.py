@@ -10,7 +10,6 @@ import confluent_kafka
 
 from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import FramebusError
-from framebus.kafka.topics import ensure_topics, framebus_topics
 from framebus.messages import Detections
 from framebus_tools.demo.board import Live, TracksBoard, alert_line, track_line
 from framebus_tools.demo.inputs import (
@@ -56,10 +55,9 @@ def _ensure_kafka(settings: DemoSettings) -> None:
 def run_demo(settings: DemoSettings) -> int:
     """Run the demo; return 0 when every published frame got its detections and tracks records."""
     _ensure_kafka(settings)
-    ensure_topics(settings.kafka, framebus_topics(settings.topics, 6, 6))
+    ensure_demo_topics(settings)
     names = demo_names(settings.topics)
     inputs = prepare_inputs(settings)
-    ensure_demo_topics(settings, names, alerts=inputs.rules is not None)
     out = settings.output_dir
     cameras = [
         CameraSpec(f"demo-cam-{i}", str(v), settings.target_fps)
@@ -68,9 +66,9 @@ def run_demo(settings: DemoSettings) -> int:
     cameras_file = write_cameras_file(out / "cameras.yaml", cameras)
     expected = settings.cameras * settings.frames_per_camera
     started_us = time.time_ns() // 1000
-    read = [settings.topics.detections_topic, names.tracks_topic]
+    read = [settings.topics.detections_topic, settings.topics.tracks_topic]
     if inputs.rules is not None:
-        read.append(names.alerts_topic)
+        read.append(settings.topics.alerts_topic)
     consumer = topics_reader(settings.kafka, read, started_us // 1000)
     stats, board, live = RunStats(), TracksBoard(), Live()
     seen_tracks: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset read
@@ -94,7 +92,7 @@ def run_demo(settings: DemoSettings) -> int:
             "FRAMEBUS_MODEL_PATH": str(inputs.model),
             "FRAMEBUS_STOP_AFTER_IDLE_S": "30",
         },
-        downstream=[*downstream(names, inputs.rules), live_process(names, live_port)],
+        downstream=[*downstream(names, inputs.rules), live_process(live_port)],
     )
     deadline = time.monotonic() + settings.timeout_s
     alerts_caught_up = AlertsCaughtUp(settings.kafka, names.alerts_group, seen_tracks)
@@ -157,7 +155,7 @@ def _dispatcher(
             det: Detections = detections.decode(value)
             if det.capture_ts_us >= started_us:
                 stats.add(det)
-        elif topic == names.tracks_topic:
+        elif topic == settings.topics.tracks_topic:
             seen_tracks[(topic, msg.partition() or 0)] = msg.offset() or 0
             t = tracks.decode(value)
             if t.capture_ts_us >= started_us:
@@ -182,7 +180,6 @@ def _render_sheet(settings: DemoSettings, names: DemoNames, camera: str) -> Path
             RenderSettings(
                 kafka=settings.kafka,
                 topics=settings.topics,
-                tracks_topic=names.tracks_topic,
                 camera=camera,
                 out=path,
                 max_frames=8,

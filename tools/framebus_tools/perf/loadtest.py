@@ -19,10 +19,11 @@ from typing import Any
 import confluent_kafka
 
 from framebus.errors import ConfigError
-from framebus.kafka.settings import KafkaSettings, TopicSettings
-from framebus.kafka.topics import ensure_topics, framebus_topics
+from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections
 from framebus.settings import check, setting
+from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.perf.tune import require_tools_extra
 from framebus_tools.perf.tuned import TunedLoad, tuned_load
 from framebus_tools.pipeline import (
@@ -166,11 +167,10 @@ def _prepare(settings: LoadtestSettings) -> tuple[TopicSettings, PipelineProcess
     out = settings.output_dir
     out.mkdir(parents=True, exist_ok=True)
     run = uuid.uuid4().hex[:8]
-    topics = TopicSettings(
-        f"loadtest-{run}.frames", f"loadtest-{run}.detections", f"loadtest-{run}.deadletter"
-    )
+    topics = TopicSettings.with_prefix(f"loadtest-{run}")
     partitions = min(settings.cameras, 12)
-    ensure_topics(settings.kafka, framebus_topics(topics, partitions, partitions))
+    sizing = Sizing(partitions, partitions, replication_factor=1)
+    ensure_topics(settings.kafka, pipeline_specs(topics, sizing, INFERENCE_TOPICS))
     model = settings.model_path or write_bright_square_model(out / "bright-square.onnx")
     cameras = [
         CameraSpec(f"cam-{i:03d}", str(v), settings.fps, {"sample_phase": _phase(settings, i)})

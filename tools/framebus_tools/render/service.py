@@ -30,9 +30,10 @@ from framebus.codec import DetectionsCodec, FrameCodec, TracksCodec
 from framebus.errors import CodecError, ConfigError, FramebusError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
-from framebus.kafka.settings import KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections, Frame, FrameStatus, Tracks, short_track_label
 from framebus.settings import check, setting
+from framebus.topology import TopicSettings
 from framebus_tools.render.draw import (
     Image,
     contact_sheet,
@@ -63,7 +64,6 @@ class RenderSettings:
         "Records that draw the boxes: tracks (labelled with track ids), detections, or auto "
         "(a frame's tracks record when the tracks topic has one, else its detections record).",
     )
-    tracks_topic: str = setting("framebus.tracks", "Topic of one tracks record per frame.")
     out: Path | None = setting(
         None, "Output file: `.mp4` for a clip, `.png` for a contact sheet (required)."
     )
@@ -173,11 +173,11 @@ def read_detections(settings: RenderSettings, camera: str) -> dict[int, Detectio
 def read_tracks(settings: RenderSettings, camera: str) -> dict[int, Tracks]:
     """The camera's tracks records by seq; none when the tracks topic does not exist (auto)."""
     try:
-        return _by_seq(settings, settings.tracks_topic, camera, TracksCodec().decode)
+        return _by_seq(settings, settings.topics.tracks_topic, camera, TracksCodec().decode)
     except TopicMissingError:
         if settings.render_source is RenderSource.TRACKS:
             raise
-        log.info("no tracks topic %s: drawing detections", settings.tracks_topic)
+        log.info("no tracks topic %s: drawing detections", settings.topics.tracks_topic)
         return {}
 
 

@@ -23,9 +23,8 @@ from typing import Any
 
 import confluent_kafka
 
-from framebus.errors import CodecError, ConfigError, KafkaError
+from framebus.errors import CodecError, KafkaError
 from framebus.kafka.settings import KafkaSettings
-from framebus.kafka.topics import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -64,45 +63,6 @@ def decode_state(key: str, value: bytes, changelog_partition: int = -1) -> Store
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise CodecError(f"changelog value of {key!r} is not a state record: {exc}") from exc
-
-
-def changelog_spec(name: str, partitions: int, replication_factor: int) -> TopicSpec:
-    """The changelog topic: compacted, one partition per source partition."""
-    return TopicSpec(
-        name,
-        partitions,
-        replication_factor,
-        # Small segments and a low dirty ratio keep a restore close to one record per key.
-        {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(16 * 1024 * 1024),
-            "min.cleanable.dirty.ratio": "0.1",
-        },
-    )
-
-
-def partition_count(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
-    """Partitions of an existing topic; KafkaError when it does not exist."""
-    admin = confluent_kafka.admin.AdminClient(settings.client_config())
-    try:
-        meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    except confluent_kafka.KafkaException as exc:
-        err = exc.args[0]
-        raise KafkaError(f"cannot read the metadata of {topic}: {err.str()}", err.name()) from exc
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise KafkaError(f"topic {topic} does not exist", "UNKNOWN_TOPIC_OR_PART")
-    return len(meta.partitions)
-
-
-def check_changelog(settings: KafkaSettings, changelog: str, source_topic: str) -> None:
-    """Refuse a changelog with fewer partitions than its source topic (ConfigError)."""
-    source = partition_count(settings, source_topic)
-    have = partition_count(settings, changelog)
-    if have < source:
-        raise ConfigError(
-            f"{changelog} has {have} partitions but {source_topic} has {source}: a changelog "
-            "needs one per source partition (recreate it, or name another changelog topic)"
-        )
 
 
 class ChangelogReader:

@@ -70,19 +70,6 @@ class KafkaSettings:
         return conf
 
 
-@dataclass(frozen=True)
-class TopicSettings:
-    """Names of the topics framebus reads and writes."""
-
-    frames_topic: str = setting("framebus.frames", "Topic of letterboxed frame tensors.")
-    detections_topic: str = setting(
-        "framebus.detections", "Topic of one detections record per frame."
-    )
-    deadletter_topic: str = setting(
-        "framebus.deadletter", "Topic of messages that could not be processed, with the reason."
-    )
-
-
 def instance_transactional_id(explicit: str | None, group: str) -> str:
     """`explicit`, else `<group>-<hostname>`: stable per instance (a pod, a host).
 

@@ -1,4 +1,7 @@
-"""Idempotent creation of framebus's topics."""
+"""Topic administration: idempotent creation, partition counts, the cluster's size.
+
+Which topics exist and how each is configured is `framebus.topology`'s to say.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,10 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from framebus.errors import KafkaError
-from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings, TopicSettings
+from framebus.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
-DAY_MS = 24 * 3600 * 1000
 MAX_COPIES = 3  # replicas of a topic where the cluster has that many brokers
 
 
@@ -47,43 +49,6 @@ def min_insync_replicas(replication_factor: int) -> int:
     on brokers whose own default is 2 (the local cluster's).
     """
     return 2 if replication_factor >= MAX_COPIES else 1
-
-
-def framebus_topics(
-    names: TopicSettings,
-    frames_partitions: int,
-    detections_partitions: int,
-    replication_factor: int = 1,
-    frames_retention_ms: int = 10 * 60 * 1000,
-) -> list[TopicSpec]:
-    """The frames, detections and dead-letter topics with framebus's configs."""
-    frame_limit = str(MAX_RECORD_BYTES + 65536)
-    return [
-        # Frames are only useful for seconds; keep minutes so a restarted inferencer can catch up.
-        TopicSpec(
-            names.frames_topic,
-            frames_partitions,
-            replication_factor,
-            {
-                "retention.ms": str(frames_retention_ms),
-                "max.message.bytes": frame_limit,
-                "segment.bytes": str(128 * 1024 * 1024),
-            },
-        ),
-        TopicSpec(
-            names.detections_topic,
-            detections_partitions,
-            replication_factor,
-            {"retention.ms": str(7 * DAY_MS)},
-        ),
-        # A dead letter holds the original message, which may be frame-sized.
-        TopicSpec(
-            names.deadletter_topic,
-            1,
-            replication_factor,
-            {"retention.ms": str(7 * DAY_MS), "max.message.bytes": frame_limit},
-        ),
-    ]
 
 
 def ensure_topics(
@@ -138,3 +103,16 @@ def broker_reachable(settings: KafkaSettings, timeout_s: float = 5.0) -> bool:
         return bool(admin.list_topics(timeout=timeout_s).brokers)
     except confluent_kafka.KafkaException:
         return False
+
+
+def partition_count(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
+    """Partitions of an existing topic; KafkaError when it does not exist."""
+    admin = AdminClient(settings.client_config())
+    try:
+        meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except confluent_kafka.KafkaException as exc:
+        err = exc.args[0]
+        raise KafkaError(f"cannot read the metadata of {topic}: {err.str()}", err.name()) from exc
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise KafkaError(f"topic {topic} does not exist", "UNKNOWN_TOPIC_OR_PART")
+    return len(meta.partitions)

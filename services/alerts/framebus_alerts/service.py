@@ -1,6 +1,6 @@
 """`framebus alerts`: evaluate alert rules on the tracks (or detections) topic, publish alerts.
 
-The decisions live in `framebus_tools.alerts.engine` (pure); this module decodes, traces and counts,
+The decisions live in `framebus_alerts.engine` (pure); this module decodes, traces and counts,
 and `framebus.kafka.stateful` runs the exactly-once loop: per batch, the alerts, every touched
 camera's rule state (to a compacted changelog topic) and the consumer offsets are committed in one
 transaction. A restart or a rebalance restores the states before any record is processed, so no
@@ -13,108 +13,32 @@ record is the parent of the alert's span, whose context goes into the alert's he
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import logging
 import os
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 from opentelemetry import trace
 
 from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import ConfigError
-from framebus.kafka.changelog import changelog_spec, check_changelog, partition_count
 from framebus.kafka.protocol import MessageProto
-from framebus.kafka.settings import KafkaSettings, TopicSettings, instance_transactional_id
-from framebus.kafka.stateful import Output, Processed, StatefulConfig, StatefulRunner, StatefulStats
-from framebus.kafka.topics import (
-    DAY_MS,
-    TopicSpec,
-    broker_count,
-    ensure_topics,
-    replication_factor_for,
-)
+from framebus.kafka.settings import instance_transactional_id
+from framebus.kafka.stateful import Output, Processed, StatefulConfig, StatefulRunner
 from framebus.messages import Alert
-from framebus.settings import check, setting
 from framebus.telemetry import tracing
-from framebus_tools.alerts.engine import AlertEngine, tracks_from_detections
-from framebus_tools.alerts.rules import EngineStats, load_rules, needs_tracks
+from framebus.topology import Sizing, Topic, TopicSettings, ensure_written_topics
+from framebus_alerts.engine import AlertEngine, tracks_from_detections
+from framebus_alerts.rules import load_rules, needs_tracks
+from framebus_alerts.settings import AlertsSettings, AlertsSource
+from framebus_alerts.stats import AlertsStats
 
 log = logging.getLogger(__name__)
 
 SERVICE = "alerts"
 Headers = list[tuple[str, bytes]]
-DEFAULT_TRACKS_TOPIC = "framebus.tracks"
-
-
-class AlertsSource(enum.Enum):
-    """Which topic the rules read; `auto`: tracks when any rule is an object rule."""
-
-    AUTO = "auto"
-    DETECTIONS = "detections"
-    TRACKS = "tracks"
-
-
-@dataclass(frozen=True)
-class AlertsSettings:
-    """Everything `framebus alerts` is configured with."""
-
-    kafka: KafkaSettings = field(default_factory=KafkaSettings)
-    topics: TopicSettings = field(default_factory=TopicSettings)
-    rules: Path | None = setting(None, "YAML file of alert rules (see examples/rules.yaml).")
-    alerts_source: AlertsSource = setting(
-        AlertsSource.AUTO,
-        "Topic the rules read: tracks (needed by object rules), detections (frame rules only, "
-        "no tracker running), or auto.",
-    )
-    tracks_topic: str = setting(DEFAULT_TRACKS_TOPIC, "Topic of one tracks record per frame.")
-    alerts_topic: str = setting("framebus.alerts", "Topic the alert records are published to.")
-    alerts_partitions: int = setting(
-        3, "Partitions of the alerts topic when `framebus alerts` creates it."
-    )
-    alerts_group: str = setting(
-        "framebus-alerts", "Consumer group of the alerts consumer (its own, apart from others)."
-    )
-    alerts_changelog_topic: str = setting(
-        "framebus.alerts-changelog",
-        "Compacted topic of each camera's rule state, restored when a partition is assigned.",
-    )
-    transactional_id: str | None = setting(
-        None, "Kafka transactional.id of this instance; default: <alerts_group>-<hostname>."
-    )
-    stop_after_idle_s: float = setting(
-        0.0, "Exit after this many seconds without input (0 = run forever; demos and tests)."
-    )
-    stall_timeout_s: float = setting(
-        60.0,
-        "The loop stuck this long, or a Kafka call in it: every thread's stack is logged, "
-        "/livez and /readyz fail, and the process exits 70 to be restarted.",
-    )
-    http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
-    log_level: str = setting("info", "Log level: debug, info, warning, error.")
-
-    def __post_init__(self) -> None:
-        check(bool(self.alerts_topic.strip()), "alerts_topic", "must not be empty")
-        check(self.alerts_partitions >= 1, "alerts_partitions", "must be >= 1")
-        check(bool(self.alerts_changelog_topic.strip()), "alerts_changelog_topic", "must be set")
-        check(self.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
-        check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
-        check(1 <= self.stall_timeout_s <= 240, "stall_timeout_s", "must be between 1 and 240")
-
-
-@dataclass
-class AlertsStats:
-    """What the consumer did, for metrics and the exit summary."""
-
-    engine: EngineStats
-    delivered: Counter[str] = field(default_factory=Counter)  # rule -> alerts delivered
-    errors: Counter[str] = field(default_factory=Counter)  # kind -> count
-    loop: StatefulStats = field(default_factory=StatefulStats)
 
 
 def alert_json(alert: Alert) -> str:
@@ -140,7 +64,7 @@ class AlertProcessor:
         rules: Sequence[Any],
         tracer: trace.Tracer | None = None,
         source: AlertsSource = AlertsSource.DETECTIONS,
-        alerts_topic: str = "framebus.alerts",
+        alerts_topic: str = TopicSettings().alerts_topic,
     ) -> None:
         self.engine = AlertEngine(rules)
         self.source = source
@@ -220,16 +144,6 @@ def source_of(settings: AlertsSettings, rules: Sequence[Any]) -> AlertsSource:
     return wanted
 
 
-def alerts_topic_spec(settings: AlertsSettings, replicas: int) -> TopicSpec:
-    """The alerts topic: small records, kept for 30 days, with `replicas` copies."""
-    return TopicSpec(
-        settings.alerts_topic,
-        settings.alerts_partitions,
-        replicas,
-        {"retention.ms": str(30 * DAY_MS)},
-    )
-
-
 def run(
     settings: AlertsSettings,
     stop: threading.Event | None = None,
@@ -237,23 +151,27 @@ def run(
     tracer: trace.Tracer | None = None,
 ) -> int:
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_tools.alerts.telemetry import alerts_telemetry
+    from framebus_alerts.telemetry import alerts_telemetry
 
     if settings.rules is None:
         raise ConfigError("no rules: set FRAMEBUS_RULES (--rules rules.yaml)")
     rules = load_rules(settings.rules)
     source = source_of(settings, rules)
     source_topic = (
-        settings.tracks_topic if source is AlertsSource.TRACKS else settings.topics.detections_topic
+        settings.topics.tracks_topic
+        if source is AlertsSource.TRACKS
+        else settings.topics.detections_topic
     )
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-alerts", os.environ)
-    partitions = partition_count(settings.kafka, source_topic)
-    replicas = replication_factor_for(broker_count(settings.kafka))
-    changelog = changelog_spec(settings.alerts_changelog_topic, partitions, replicas)
-    ensure_topics(settings.kafka, [alerts_topic_spec(settings, replicas), changelog])
-    check_changelog(settings.kafka, settings.alerts_changelog_topic, source_topic)
-    processor = AlertProcessor(rules, tracer, source, settings.alerts_topic)
+    ensure_written_topics(
+        settings.kafka,
+        settings.topics,
+        (Topic.ALERTS, Topic.ALERTS_CHANGELOG),
+        Topic.TRACKS if source is AlertsSource.TRACKS else Topic.DETECTIONS,
+        Sizing(alerts_partitions=settings.alerts_partitions),
+    )
+    processor = AlertProcessor(rules, tracer, source, settings.topics.alerts_topic)
     stats = AlertsStats(engine=processor.engine.stats)
 
     def committed(outputs: Sequence[Output]) -> None:
@@ -269,7 +187,7 @@ def run(
             service=SERVICE,
             group=settings.alerts_group,
             source_topic=source_topic,
-            changelog_topic=settings.alerts_changelog_topic,
+            changelog_topic=settings.topics.alerts_changelog_topic,
             deadletter_topic=settings.topics.deadletter_topic,
             transactional_id=instance_transactional_id(
                 settings.transactional_id, settings.alerts_group

@@ -5,9 +5,9 @@ import pytest
 
 from framebus.errors import ConfigError
 from framebus.messages import Box, Detections, FrameStatus, RuleType, ZoneAnchor
-from framebus_tools.alerts.engine import AlertEngine, tracks_from_detections
-from framebus_tools.alerts.objects import DwellRule, LineCrossingRule, ZoneRule
-from framebus_tools.alerts.rules import (
+from framebus_alerts.engine import AlertEngine, tracks_from_detections
+from framebus_alerts.objects import DwellRule, LineCrossingRule, ZoneRule
+from framebus_alerts.rules import (
     OccupancyRule,
     Rule,
     RuleEngine,

@@ -6,14 +6,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily
 
 from framebus.telemetry.stateful import StatefulTelemetry
-
-if TYPE_CHECKING:
-    from framebus_tools.alerts.consumer import AlertsStats
+from framebus_alerts.stats import AlertsStats
 
 
 class AlertsCollector:

@@ -41,8 +41,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from framebus.errors import ConfigError
 from framebus.messages import CrossingDirection, RuleType, TrackedObject, Tracks, ZoneAnchor
-from framebus_tools.alerts.engine import ALL_CAMERAS, Firing
-from framebus_tools.alerts.geometry import Point, Polygon, anchor_point, crossing_side, side
+from framebus_alerts.engine import ALL_CAMERAS, Firing
+from framebus_alerts.geometry import Point, Polygon, anchor_point, crossing_side, side
 
 TRACK_TTL_S = 60.0
 _TTL_US = int(TRACK_TTL_S * 1_000_000)

@@ -15,10 +15,10 @@ from framebus.messages import (
     TrackedObject,
     Tracks,
 )
-from framebus_tools.alerts.engine import AlertEngine, AlertRule, tracks_from_detections
-from framebus_tools.alerts.geometry import crossing_side
-from framebus_tools.alerts.objects import DwellRule, LineCrossingRule, ZoneRule
-from framebus_tools.alerts.rules import OccupancyRule, Rule, needs_tracks
+from framebus_alerts.engine import AlertEngine, AlertRule, tracks_from_detections
+from framebus_alerts.geometry import crossing_side
+from framebus_alerts.objects import DwellRule, LineCrossingRule, ZoneRule
+from framebus_alerts.rules import OccupancyRule, Rule, needs_tracks
 
 ZONE = ((100.0, 100.0), (200.0, 100.0), (200.0, 200.0), (100.0, 200.0))
 LINE = ((0.0, 500.0), (1000.0, 500.0))  # points right: IN is downwards on screen

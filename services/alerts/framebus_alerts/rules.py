@@ -37,15 +37,15 @@ import yaml
 
 from framebus.errors import ConfigError
 from framebus.messages import Alert, Box, Detections, RuleType, Tracks, ZoneAnchor
-from framebus_tools.alerts.engine import (
+from framebus_alerts.engine import (
     ALL_CAMERAS,
     AlertEngine,
     EngineStats,
     Firing,
     tracks_from_detections,
 )
-from framebus_tools.alerts.geometry import Point, Polygon, anchor_point, point_in_polygon
-from framebus_tools.alerts.objects import (
+from framebus_alerts.geometry import Point, Polygon, anchor_point, point_in_polygon
+from framebus_alerts.objects import (
     DwellRule,
     LineCrossingRule,
     ObjectRule,

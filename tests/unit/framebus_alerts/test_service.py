@@ -11,14 +11,9 @@ from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import CodecError, ConfigError
 from framebus.messages import Box, Detections, FrameStatus, TrackedObject, tracks_of
 from framebus.settings import load
-from framebus_tools.alerts.consumer import (
-    AlertProcessor,
-    AlertsSettings,
-    AlertsSource,
-    alert_json,
-    alerts_topic_spec,
-)
-from framebus_tools.alerts.rules import Rule
+from framebus_alerts.rules import Rule
+from framebus_alerts.service import AlertProcessor, alert_json
+from framebus_alerts.settings import AlertsSettings, AlertsSource
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"
@@ -125,7 +120,7 @@ def test_alerts_settings_when_from_env_then_topic_and_rules_set_and_validated(
     loaded = load(
         AlertsSettings, {"FRAMEBUS_ALERTS_TOPIC": "site.alerts", "FRAMEBUS_RULES": "r.yaml"}
     )
-    assert loaded.alerts_topic == "site.alerts" and str(loaded.rules) == "r.yaml"
+    assert loaded.topics.alerts_topic == "site.alerts" and str(loaded.rules) == "r.yaml"
     with pytest.raises(ConfigError, match="FRAMEBUS_ALERTS_PARTITIONS"):
         load(AlertsSettings, {"FRAMEBUS_ALERTS_PARTITIONS": "0"})
 
@@ -153,11 +148,3 @@ def test_processor_when_reading_tracks_then_alert_names_the_detections_record_be
     )
     _camera, [(alert, _)] = processor.handle(StubMessage(TracksCodec().encode(frame), off=5))
     assert (alert.detections_partition, alert.detections_offset) == (4, 77)
-
-
-def test_alerts_topic_when_cluster_keeps_three_copies_then_alerts_have_three_and_two_in_sync() -> (
-    None
-):
-    spec = alerts_topic_spec(AlertsSettings(alerts_topic="a"), replicas=3)
-    assert spec.replication_factor == 3
-    assert spec.creation_config()["min.insync.replicas"] == "2"
