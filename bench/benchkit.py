@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -44,6 +44,7 @@ from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.perf.loadtest import end_offsets
 from framebus_tools.perf.tune import machine_info
+from framebus_tools.process import ServiceProcess
 
 SIZE = 640  # the model input every benchmark letterboxes to
 SOURCE = (1920, 1080)  # the camera frame the filled records say they came from
@@ -104,15 +105,6 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("FRAMEBUS_BOOTSTRAP_SERVERS", "127.0.0.1:29092"),
         help="Kafka bootstrap servers (default: FRAMEBUS_BOOTSTRAP_SERVERS or 127.0.0.1:29092)",
     )
-
-
-def child_env(settings: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment without its FRAMEBUS_* and OTEL_* variables, plus `settings`.
-
-    So a service a benchmark starts runs on the benchmark's settings only.
-    """
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEBUS_", "OTEL_"))}
-    return clean | dict(settings)
 
 
 def ratios(subject: Sequence[float], base: Sequence[float]) -> list[float]:
@@ -308,7 +300,7 @@ def bare_consume(
     otherwise; the loop calls the raw client's consume() and touches only each value's length.
     """
     wrapper = Consumer(kafka, f"bench-bare-{uuid.uuid4().hex[:8]}", overrides)
-    client = wrapper.client
+    client = confluent_kafka.Consumer(wrapper.config)
     client.subscribe([topic])
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = first_wall = 0.0
@@ -322,7 +314,7 @@ def bare_consume(
         good = [m for m in client.consume(batch, 1.0) if m.error() is None]
         if not good:
             continue
-        nbytes += sum(len(m.value()) for m in good)
+        nbytes += sum(len(m.value() or b"") for m in good)
         if not got:
             t0, first_n, first_wall = time.perf_counter(), len(good), time.time()
             start = resource.getrusage(resource.RUSAGE_SELF)
@@ -415,11 +407,8 @@ def inferencer_env(
 ) -> dict[str, str]:
     """A drain's settings: a fresh group (it starts at the earliest offset), no staleness."""
     return {
-        **os.environ,
         "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
-        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
-        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        **names.env(),
         "FRAMEBUS_MODEL_PATH": str(model),
         "FRAMEBUS_MAX_BATCH": str(max_batch),
         "FRAMEBUS_CONSUMER_GROUP": f"bench-fb-{uuid.uuid4().hex[:8]}",
@@ -442,29 +431,24 @@ def run_inferencer(
     Returns its exit code and its CPU and page faults sampled every CPU_SAMPLE_S, with the host's
     and the broker's (none under py-spy, whose child it is).
     """
-    script = Path(sys.executable).with_name("framebus")
-    command = (
-        [str(script), "inferencer"]
-        if script.exists()
-        else [sys.executable, "-m", "framebus_tools.cli", "inferencer"]
-    )
+    wrapper: list[str] = []
     if profile is not None:
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        command = [py_spy, "record", "--format", "raw", "-o", str(profile), "--", *command]
+        wrapper = [py_spy, "record", "--format", "raw", "-o", str(profile), "--"]
     samples: UsageSamples = []
     brokers = broker_pids()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise subprocess.TimeoutExpired(command, timeout_s)
-            usage = process_usage(proc.pid) if profile is None else None
-            if usage is not None:
-                samples.append((time.time(), *usage, *host_usage(brokers)))
-            time.sleep(CPU_SAMPLE_S)
-    return proc.returncode, samples
+    log_path.unlink(missing_ok=True)
+    proc = ServiceProcess("inferencer", env, log_path, wrapper=wrapper)
+    deadline = time.monotonic() + timeout_s
+    while (code := proc.exit_code()) is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise subprocess.TimeoutExpired("framebus inferencer", timeout_s)
+        usage = process_usage(proc.pid) if profile is None else None
+        if usage is not None:
+            samples.append((time.time(), *usage, *host_usage(brokers)))
+        time.sleep(CPU_SAMPLE_S)
+    return code, samples
 
 
 def read_detections(kafka: KafkaSettings, topic: str, frames: int) -> list[Any]:

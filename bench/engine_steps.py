@@ -42,7 +42,7 @@ from framebus_inferencer.graph import prepend_uint8_input
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import Provider
-from framebus_tools.testmodels import near_free_model, yolov8n_like_model
+from testkit.models import near_free_model, yolov8n_like_model
 
 BATCH = 16
 SIZE = 640

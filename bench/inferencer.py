@@ -43,7 +43,7 @@ from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.testmodels import conv_gflops, yolov8n_like_model
+from testkit.models import conv_gflops, yolov8n_like_model
 
 BATCHES = (1, 2, 4, 8, 16)
 SIZE = 640

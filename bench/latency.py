@@ -57,7 +57,7 @@ from framebus.topology import TopicSettings
 from framebus_tools.pipeline import CameraSpec, PipelineProcesses, write_cameras_file
 from framebus_tools.runstats import percentile
 from framebus_tools.synthetic import MovingSquare, write_square_video
-from framebus_tools.testmodels import near_free_model
+from testkit.models import near_free_model
 
 SIZE = 640
 VIDEO_W, VIDEO_H, VIDEO_FPS = 640, 360, 25

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import multiprocessing
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import cv2
 import numpy as np
 
@@ -50,7 +50,6 @@ from bench.benchkit import (
     SOURCE,
     U8,
     add_bootstrap_argument,
-    child_env,
     delete_topics,
     encode_frame,
     fresh_topics,
@@ -68,9 +67,9 @@ from framebus.messages import Box, Detections, FrameStatus
 from framebus.topology import INFERENCE_TOPICS, Topic, TopicSettings
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.wire import FrameEncoder
-from framebus_tools.browser import CHROMIUM_ARGS, INSTALL_HINT, chromium_path
-from framebus_tools.pipeline import answers_200, free_port
+from framebus_tools.process import ServiceProcess, free_port
 from framebus_tools.runstats import percentile
+from testkit.browser import CHROMIUM_ARGS, INSTALL_HINT, chromium_path
 
 PICTURES = 10  # distinct pictures a camera cycles through (JPEG cost depends on content)
 Key = tuple[str, int]  # (camera, seq)
@@ -142,12 +141,15 @@ def feed(
 def _bare_reader(bootstrap: str, topics: TopicSettings, stop_at: float, out: Connection) -> None:
     kafka = KafkaSettings(bootstrap_servers=bootstrap)
     codec = DetectionsCodec()
-    consumer = Consumer(kafka, f"bench-live-bare-{uuid.uuid4().hex[:8]}", {})
-    consumer.client.subscribe([topics.frames_topic, topics.detections_topic])
+    # Bare: a raw client built with framebus's consumer configuration.
+    consumer = confluent_kafka.Consumer(
+        Consumer(kafka, f"bench-live-bare-{uuid.uuid4().hex[:8]}", {}).config
+    )
+    consumer.subscribe([topics.frames_topic, topics.detections_topic])
     received: list[tuple[bytes, float]] = []
     out.send("subscribed")
     while time.time() < stop_at:
-        for m in consumer.client.consume(200, 0.1):
+        for m in consumer.consume(200, 0.1):
             if m.error() is None and m.topic() == topics.detections_topic:
                 received.append((m.value() or b"", time.time()))
     consumer.close()
@@ -170,39 +172,24 @@ def cpu_s(pid: int) -> float:
 @contextlib.contextmanager
 def live_service(
     kafka: KafkaSettings, topics: TopicSettings
-) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """`python -m framebus_live` on these topics; (process, its URL) once /readyz answers."""
+) -> Iterator[tuple[ServiceProcess, str]]:
+    """`framebus live` on these topics; (process, its URL) once /readyz answers."""
     port = free_port()
-    env = child_env(
-        {
-            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            **topics.env(),
-            "FRAMEBUS_LIVE_SOURCE": "detections",
-            "FRAMEBUS_HTTP_PORT": str(port),
-            "FRAMEBUS_HTTP_HOST": "127.0.0.1",
-        }
-    )
+    env = {
+        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        **topics.env(),
+        "FRAMEBUS_LIVE_SOURCE": "detections",
+        "FRAMEBUS_HTTP_PORT": str(port),
+        "FRAMEBUS_HTTP_HOST": "127.0.0.1",
+    }
     log = Path(tempfile.mkstemp(prefix="bench-live-", suffix=".log")[1])
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "framebus_live"], env=env, stdout=sink, stderr=sink
-        )
-    url = f"http://127.0.0.1:{port}/"
+    proc = ServiceProcess("live", env, log)
     try:
-        deadline = time.monotonic() + 60
-        while not answers_200(url + "readyz"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"framebus_live not ready; log {log}:\n{log.read_text()[-3000:]}"
-                )
-            time.sleep(0.2)
-        yield proc, url
+        if proc.wait_ready(60) is None:
+            raise RuntimeError(f"framebus live not ready; log {log}:\n{proc.text()[-3000:]}")
+        yield proc, f"http://127.0.0.1:{port}/"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        proc.stop(15)
         log.unlink(missing_ok=True)
 
 

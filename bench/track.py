@@ -1,6 +1,6 @@
 """Tracker throughput against the bare tracker loop, and the latency it adds at 80 % of capacity.
 
-The same generated detections (`framebus_tools.walkers`: --cameras cameras, --frames records each,
+The same generated detections (`testkit.walkers`: --cameras cameras, --frames records each,
 about --boxes walkers in every frame) go through two paths in each run, taking turns:
 
 - baseline: the bare tracker loop, `CameraTracker.step` over the records already decoded and in
@@ -44,7 +44,6 @@ import multiprocessing
 import pstats
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -61,7 +60,6 @@ import numpy as np
 
 from bench.benchkit import (
     add_bootstrap_argument,
-    child_env,
     delete_topics,
     parser_for,
     print_header,
@@ -85,11 +83,12 @@ from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections, Tracks
 from framebus.telemetry import tracing
 from framebus.topology import Sizing, Topic, TopicSettings, pipeline_specs
+from framebus_tools.process import ServiceProcess
 from framebus_tools.runstats import percentile
-from framebus_tools.walkers import camera_detections
 from framebus_tracker.service import TrackProcessor, ensure_tracker_topics, stateful_config
 from framebus_tracker.settings import TrackerSettings
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
+from testkit.walkers import camera_detections
 
 GOAL = 0.80
 FPS = 5.0  # the generated cameras' sampling rate (capture time between a camera's records)
@@ -190,16 +189,14 @@ class RunTopics:
 
     def env(self, kafka: KafkaSettings, stop_after_idle_s: float) -> dict[str, str]:
         """The same settings as FRAMEBUS_* variables for `python -m framebus_tracker`."""
-        return child_env(
-            {
-                "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-                **self.names.env(),
-                "FRAMEBUS_TRACKER_GROUP": self.group,
-                "FRAMEBUS_TRANSACTIONAL_ID": self.group,
-                "FRAMEBUS_STOP_AFTER_IDLE_S": str(stop_after_idle_s),
-                "FRAMEBUS_LOG_LEVEL": "info",
-            }
-        )
+        return {
+            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            **self.names.env(),
+            "FRAMEBUS_TRACKER_GROUP": self.group,
+            "FRAMEBUS_TRANSACTIONAL_ID": self.group,
+            "FRAMEBUS_STOP_AFTER_IDLE_S": str(stop_after_idle_s),
+            "FRAMEBUS_LOG_LEVEL": "info",
+        }
 
 
 # What the tracker reads and writes, created before it starts.
@@ -233,27 +230,22 @@ def tracks_reader(kafka: KafkaSettings, topic: str) -> Any:
 
 def tracker_process(
     topics: RunTopics, kafka: KafkaSettings, log: Path, stop_after_idle_s: float
-) -> subprocess.Popen[bytes]:
-    """`python -m framebus_tracker` on the run's topics, its output in `log`.
+) -> ServiceProcess:
+    """`framebus track` on the run's topics, its output in `log`.
 
     The idle time counts from its start, and restoring the states on assignment counts: give
     it seconds (0: until SIGTERM).
     """
-    return subprocess.Popen(
-        [sys.executable, "-m", "framebus_tracker"],
-        env=topics.env(kafka, stop_after_idle_s),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    log.unlink(missing_ok=True)
+    return ServiceProcess("track", topics.env(kafka, stop_after_idle_s), log)
 
 
-def stop_process(proc: subprocess.Popen[bytes], log: Path, wait_s: float = 20) -> None:
+def stop_process(proc: ServiceProcess, log: Path, wait_s: float = 20) -> None:
     """Wait `wait_s` for the tracker to idle out, then SIGTERM it; raise on a failed exit."""
     try:
         code = proc.wait(wait_s)
     except subprocess.TimeoutExpired:
-        proc.terminate()
-        code = proc.wait(30)
+        code = proc.stop(30)
     if code:
         raise RuntimeError(f"tracker exited with {code}; log {log}:\n{log.read_text()[-3000:]}")
 
@@ -272,9 +264,9 @@ def service_drain(kafka: KafkaSettings, topics: RunTopics, expected: Ids, workdi
     deadline = time.monotonic() + 300
     try:
         while len(got) < len(expected):
-            if time.monotonic() > deadline or proc.poll() is not None:
+            if time.monotonic() > deadline or proc.exit_code() is not None:
                 raise RuntimeError(
-                    f"{len(got)} of {len(expected)} tracks records (exit {proc.poll()}); "
+                    f"{len(got)} of {len(expected)} tracks records (exit {proc.exit_code()}); "
                     f"log {log}:\n{log.read_text()[-3000:]}"
                 )
             got += [m for m in reader.consume(1000, SAMPLE_S) if m.error() is None]
@@ -423,11 +415,11 @@ def latency_run(
     return Latency(p50, p99, tp50, tp99, ref_p50, ref_p99, int(missing + ref_missing))
 
 
-def wait_assigned(proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 60) -> None:
+def wait_assigned(proc: ServiceProcess, log: Path, timeout_s: float = 60) -> None:
     """Until the tracker logs its partitions assigned (so no record waits for its start-up)."""
     deadline = time.monotonic() + timeout_s
     while "assigned" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.exit_code() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"tracker not assigned; log {log}:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)

@@ -33,7 +33,7 @@ from framebus_tools.perf.loadtest import (
     run_loadtest,
 )
 from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
-from framebus_tools.testmodels import conv_gflops, yolov8n_like_model
+from testkit.models import conv_gflops, yolov8n_like_model
 
 
 def one_run(

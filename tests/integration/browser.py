@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framebus_tools.browser import CHROMIUM_ARGS, INSTALL_HINT
-from framebus_tools.browser import chromium_path as find_chromium
+from testkit.browser import CHROMIUM_ARGS, INSTALL_HINT
+from testkit.browser import chromium_path as find_chromium
 
 
 def chromium_path() -> str:

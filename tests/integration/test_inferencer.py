@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -23,7 +19,8 @@ from framebus.topology import TopicSettings
 from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.testmodels import yolov8_model
+from framebus_tools.process import ServiceProcess
+from testkit.models import yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 
@@ -143,15 +140,6 @@ def test_inferencer_when_frames_are_stale_then_dropped_as_stale_and_never_inferr
     assert sum(n * count for n, count in stats.batch_sizes.items()) == 10  # only fresh inferred
 
 
-def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "framebus_tools.cli", "inferencer"],
-        env={**os.environ, **env},
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
 @pytest.mark.slow
 def test_inferencer_when_killed_mid_stream_in_exactly_once_mode_then_one_committed_record_per_frame(
     kafka: KafkaSettings, topics: TopicFactory, box_model: Path, tmp_path: Path
@@ -160,9 +148,7 @@ def test_inferencer_when_killed_mid_stream_in_exactly_once_mode_then_one_committ
     per_camera = 150
     env = {
         "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "FRAMEBUS_FRAMES_TOPIC": names.frames_topic,
-        "FRAMEBUS_DETECTIONS_TOPIC": names.detections_topic,
-        "FRAMEBUS_DEADLETTER_TOPIC": names.deadletter_topic,
+        **names.env(),
         "FRAMEBUS_CONSUMER_GROUP": f"g-{names.frames_topic}",
         "FRAMEBUS_MODEL_PATH": str(box_model),
         "FRAMEBUS_DELIVERY": "exactly_once",
@@ -171,7 +157,7 @@ def test_inferencer_when_killed_mid_stream_in_exactly_once_mode_then_one_committ
         "FRAMEBUS_MAX_WAIT_MS": "5",
     }
     log = tmp_path / "inferencer.log"
-    first = _spawn(env, log)
+    first = ServiceProcess("inferencer", env, log)
     # Frames keep arriving while the first inferencer works, so the kill lands mid-stream.
     feeder = threading.Thread(
         target=lambda: [
@@ -189,10 +175,9 @@ def test_inferencer_when_killed_mid_stream_in_exactly_once_mode_then_one_committ
         )
         assert len(seen) >= 60, log.read_text()
     finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.kill()
         feeder.join(60)
-    second = _spawn({**env, "FRAMEBUS_STOP_AFTER_IDLE_S": "4"}, log)
+    second = ServiceProcess("inferencer", {**env, "FRAMEBUS_STOP_AFTER_IDLE_S": "4"}, log)
     assert second.wait(120) == 0, log.read_text()
 
     total = 4 * per_camera

@@ -3,7 +3,7 @@
 Each model is the bright-square detector (`framebus_tools.synthetic`) exported the way a user's
 YOLO export comes: without `dynamic=True` (batch fixed at 1), with `half=True` (float16 input and
 output), or at a size that is not the frames' letterbox size. Heads of few anchors are decoded
-right or refused before the first frame (`framebus_tools.testmodels`).
+right or refused before the first frame (`testkit.models`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
 from framebus_tools.synthetic import write_bright_square_model
-from framebus_tools.testmodels import with_dynamic_output_dims, yolov8_model
+from testkit.models import with_dynamic_output_dims, yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

@@ -27,7 +27,7 @@ from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_tools.synthetic import MovingSquare, write_square_video
-from framebus_tools.testmodels import yolov8_model
+from testkit.models import yolov8_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 

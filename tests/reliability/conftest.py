@@ -11,7 +11,7 @@ import pytest
 
 from framebus_tools.localkafka import LocalKafka
 from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
-from framebus_tools.testmodels import yolov8_model
+from testkit.models import yolov8_model
 from tests.integration.conftest import kafka, topics  # noqa: F401 - shared fixtures
 from tests.reliability.harness import SIZE
 

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -28,6 +23,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression, Detections, Frame, TensorLayout
 from framebus.topology import TopicSettings
 from framebus_decoder.wire import FrameEncoder
+from framebus_tools.process import ServiceProcess
 from tests.integration.kafkautil import read_topic
 
 SIZE = 64  # model input of the box model: small frames keep runs quick on two cores
@@ -44,61 +40,8 @@ def service_env(kafka: KafkaSettings, names: TopicSettings, **extra: object) -> 
     return env
 
 
-class Service:
-    """`framebus <command>` as a real process, its stdout and stderr in a log file."""
-
-    def __init__(self, command: str, env: dict[str, str], log: Path) -> None:
-        self.command = command
-        self.log = log
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "framebus_tools.cli", command],
-            env={**clean, **env},
-            stdout=log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        """True while the process runs."""
-        return self.proc.poll() is None
-
-    def signal(self, sig: signal.Signals) -> None:
-        """Send a signal."""
-        self.proc.send_signal(sig)
-
-    def wait(self, timeout_s: float) -> int:
-        """Exit code, waiting at most `timeout_s`."""
-        return self.proc.wait(timeout_s)
-
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM, then SIGKILL when it does not exit in time; the exit code."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait(10)
-
-    def text(self) -> str:
-        """Everything the process wrote so far."""
-        return self.log.read_text(errors="replace")
-
-    def json_lines(self) -> list[dict[str, Any]]:
-        """Its JSON log records (librdkafka's own lines are skipped)."""
-        out = []
-        for line in self.text().splitlines():
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-        return out
+# The one way the demo, the benchmarks and the tests start a service as a process.
+Service = ServiceProcess
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
@@ -296,13 +239,6 @@ def frame_record(
         compression=compression,
         tensor=wire if payload is None else payload(wire),
     )
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now (for a service's HTTP server)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get_json(url: str) -> tuple[int, dict[str, Any]]:

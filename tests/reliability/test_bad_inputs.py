@@ -13,10 +13,7 @@ an unreachable camera URL (tests/integration/test_decoder.py, `..._when_inputs_a
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -42,7 +39,8 @@ from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.testmodels import fixed_output_model
+from framebus_tools.process import ServiceProcess
+from testkit.models import fixed_output_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.reliability.harness import (
@@ -151,17 +149,6 @@ def test_decoder_when_record_larger_than_topic_allows_then_counted_logged_and_it
     assert codes == [1]  # undelivered frames make a non-zero exit
 
 
-def _cli(command: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEBUS_")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "framebus_tools.cli", command],
-        env={**clean, "FRAMEBUS_BOOTSTRAP_SERVERS": "127.0.0.1:1", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
 def test_services_when_started_with_bad_model_or_config_then_exit_2_with_a_clear_message(
     tmp_path: Path,
 ) -> None:
@@ -177,11 +164,12 @@ def test_services_when_started_with_bad_model_or_config_then_exit_2_with_a_clear
         "invalid inferencer setting": ("inferencer", {"FRAMEBUS_MAX_BATCH": "0"}),
         "invalid decoder setting": ("decoder", {"FRAMEBUS_TARGET_FPS": "fast"}),
     }
-    procs = {name: _cli(cmd, env) for name, (cmd, env) in cases.items()}
-    out = {}
-    for name, proc in procs.items():
-        text, _ = proc.communicate(timeout=60)
-        out[name] = (proc.returncode, text)
+    unreachable = {"FRAMEBUS_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    procs = {
+        name: ServiceProcess(cmd, {**unreachable, **env}, tmp_path / f"{name}.log")
+        for name, (cmd, env) in cases.items()
+    }
+    out = {name: (proc.wait(60), proc.text()) for name, proc in procs.items()}
     expected = {
         "missing model": "model file not found",
         "corrupt model": "cannot load ONNX model",

@@ -19,7 +19,7 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
-from framebus_tools.testmodels import poison_pixel_model
+from testkit.models import poison_pixel_model
 from tests.integration.conftest import TopicFactory
 from tests.reliability.harness import (
     SIZE,

@@ -24,8 +24,8 @@ from framebus.messages import Alert, Detections, Tracks
 from framebus.topology import TopicSettings
 from framebus_alerts.engine import AlertEngine
 from framebus_alerts.rules import parse_rules
-from framebus_tools.walkers import HEIGHT, camera_detections
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
+from testkit.walkers import HEIGHT, camera_detections
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.reliability.harness import Service, service_env, wait_for

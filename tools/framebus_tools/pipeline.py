@@ -6,10 +6,6 @@ broker, exactly as an operator would, and read what comes out.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,13 +15,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import confluent_kafka
 import yaml
 
 from framebus.codec import DetectionsCodec
+from framebus.errors import KafkaError
+from framebus.kafka.protocol import MessageProto
+from framebus.kafka.reader import Reader
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections
 from framebus.topology import TopicSettings
+from framebus_tools.process import ServiceProcess, free_port
 from framebus_tools.runstats import DecoderView
 
 
@@ -64,32 +63,14 @@ def write_cameras_file(path: Path, cameras: list[CameraSpec]) -> Path:
     return path
 
 
-def detections_reader(kafka: KafkaSettings, topic: str, start_ms: int) -> confluent_kafka.Consumer:
-    """A consumer of `topic` positioned at the first record produced at or after `start_ms`."""
-    return topics_reader(kafka, [topic], start_ms)
-
-
-def topics_reader(
-    kafka: KafkaSettings, topics: Sequence[str], start_ms: int
-) -> confluent_kafka.Consumer:
-    """A consumer of every partition of `topics`, each at its first record from `start_ms` on.
+def topics_reader(kafka: KafkaSettings, topics: Sequence[str], start_ms: int) -> Reader:
+    """A reader of every partition of `topics`, each at its first record from `start_ms` on.
 
     It reads committed records only: the tracker's and the alerts' outputs are transactional.
     """
-    consumer = confluent_kafka.Consumer(
-        {
-            **kafka.client_config(),
-            "group.id": f"framebus-watch-{os.getpid()}-{start_ms}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    positions = [tp for topic in topics for tp in _offsets_for_time(consumer, topic, start_ms)]
-    for tp in positions:
-        if tp.offset < 0:  # nothing produced since start_ms yet: start at the end
-            tp.offset = confluent_kafka.OFFSET_END
-    consumer.assign(positions)
-    return consumer
+    reader = Reader(kafka)
+    reader.start(topics, start_ms)
+    return reader
 
 
 def group_caught_up(kafka: KafkaSettings, group: str, seen: Mapping[tuple[str, int], int]) -> bool:
@@ -100,16 +81,11 @@ def group_caught_up(kafka: KafkaSettings, group: str, seen: Mapping[tuple[str, i
     """
     if not seen:
         return True
-    consumer = confluent_kafka.Consumer(
-        {**kafka.client_config(), "group.id": group, "enable.auto.commit": False}
-    )
-    try:  # committed() fetches the group's offsets without joining it
-        wanted = [confluent_kafka.TopicPartition(t, p) for t, p in seen]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(wanted, 10)}
-    except confluent_kafka.KafkaException:
+    try:
+        with Reader(kafka) as reader:
+            committed = reader.committed(group, list(seen))
+    except KafkaError:
         return False  # asked again at the next tick
-    finally:
-        consumer.close()
     return all(committed.get(key, -1) > offset for key, offset in seen.items())
 
 
@@ -131,32 +107,8 @@ class AlertsCaughtUp:
         return group_caught_up(self._kafka, self._group, dict(self._seen))
 
 
-_ELECTING = {
-    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
-    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
-    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
-}
-
-
-def _offsets_for_time(
-    consumer: confluent_kafka.Consumer, topic: str, start_ms: int, timeout_s: float = 20.0
-) -> list[confluent_kafka.TopicPartition]:
-    """Offsets at `start_ms`, retrying while a just-created topic still elects its leaders."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        wanted = [confluent_kafka.TopicPartition(topic, p, start_ms) for p in meta.partitions]
-        try:
-            return list(consumer.offsets_for_times(wanted, timeout=10))
-        except confluent_kafka.KafkaException as exc:
-            err = exc.args[0]
-            if not (err.retriable() or err.code() in _ELECTING) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 @dataclass(frozen=True)
-class ServiceProcess:
+class ServiceSpec:
     """A further `framebus <command>` child (e.g. `track`, `alerts`) downstream of the inferencer."""
 
     name: str  # its log is <name>.log; its exit code is reported under this name
@@ -177,13 +129,9 @@ class PipelineProcesses:
         log_dir: Path,
         decoder_env: Mapping[str, str],
         inferencer_env: Mapping[str, str],
-        downstream: Sequence[ServiceProcess] = (),
+        downstream: Sequence[ServiceSpec] = (),
     ) -> None:
-        base = {
-            **os.environ,
-            "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            **topics.env(),
-        }
+        base = {"FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, **topics.env()}
         self.log_dir = log_dir
         self._commands = {"inferencer": "inferencer", "decoder": "decoder"}
         self._envs = {"inferencer": {**base, **inferencer_env}, "decoder": {**base, **decoder_env}}
@@ -191,7 +139,7 @@ class PipelineProcesses:
             self._commands[service.name] = service.command
             self._envs[service.name] = {**base, **service.env}
         self._consumers = ["inferencer", *(s.name for s in downstream)]
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, ServiceProcess] = {}
         self.decoder_metrics_url = ""
         self.ready_s: dict[str, float | None] = {}  # spawn -> /readyz 200 (None: never)
         self.decoder_started_us = 0  # wall clock when the decoder was spawned
@@ -206,11 +154,11 @@ class PipelineProcesses:
 
         Ready means warmed up and partitions assigned, so no frame waits for a cold service.
         """
-        ports = {
-            name: self._envs[name].setdefault("FRAMEBUS_HTTP_PORT", str(free_port()))
-            for name in [*self._consumers, "decoder"]
-        }
-        self.decoder_metrics_url = f"http://127.0.0.1:{ports['decoder']}/metrics"
+        for name in [*self._consumers, "decoder"]:
+            self._envs[name].setdefault("FRAMEBUS_HTTP_PORT", str(free_port()))
+        self.decoder_metrics_url = (
+            f"http://127.0.0.1:{self._envs['decoder']['FRAMEBUS_HTTP_PORT']}/metrics"
+        )
         spawned = time.monotonic()
         for name in self._consumers:
             self._spawn(name)
@@ -218,10 +166,10 @@ class PipelineProcesses:
         waiting = list(self._consumers)
         while waiting and time.monotonic() <= deadline:
             for name in list(waiting):
-                if answers_200(f"http://127.0.0.1:{ports[name]}/readyz"):
+                if self.procs[name].ready():
                     self.ready_s[name] = time.monotonic() - spawned
                     waiting.remove(name)
-                elif self.procs[name].poll() is not None:
+                elif not self.procs[name].alive():
                     waiting.remove(name)  # the caller sees the exit code and the missing records
             time.sleep(0.05)
         self.decoder_started_us = time.time_ns() // 1000
@@ -229,31 +177,21 @@ class PipelineProcesses:
         return self
 
     def _spawn(self, name: str) -> None:
-        log = (self.log_dir / f"{name}.log").open("wb")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "framebus_tools.cli", self._commands[name]],
-            env=self._envs[name],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        log = self.log_dir / f"{name}.log"
+        log.unlink(missing_ok=True)
+        self.procs[name] = ServiceProcess(self._commands[name], self._envs[name], log)
 
     def exited(self) -> dict[str, int]:
         """Exit codes of the processes that have ended."""
-        return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+        return {n: code for n, p in self.procs.items() if (code := p.exit_code()) is not None}
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, int]:
         """SIGTERM each (upstream first), wait, SIGKILL stragglers; return exit codes."""
-        for name in ("decoder", *self._consumers):
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        return {n: p.returncode for n, p in self.procs.items()}
+        return {
+            name: self.procs[name].stop(timeout_s)
+            for name in ("decoder", *self._consumers)
+            if name in self.procs
+        }
 
     def __enter__(self) -> PipelineProcesses:
         return self.start()
@@ -265,22 +203,6 @@ class PipelineProcesses:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now, on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def answers_200(url: str) -> bool:
-    """True when `url` answers 200 within 2 s."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - our own child, loopback
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
 
 
 class DecoderScraper:
@@ -332,7 +254,7 @@ def parse_decoder_metrics(text: str) -> tuple[dict[str, int], dict[str, dict[str
 
 
 def watch_detections(
-    consumer: confluent_kafka.Consumer,
+    consumer: Reader,
     on_record: Callable[[Detections], None],
     until: Callable[[], bool],
     tick: Callable[[], None] = lambda: None,
@@ -346,8 +268,8 @@ def watch_detections(
 
 
 def watch_messages(
-    consumer: confluent_kafka.Consumer,
-    on_message: Callable[[confluent_kafka.Message], None],
+    consumer: Reader,
+    on_message: Callable[[MessageProto], None],
     until: Callable[[], bool],
     tick: Callable[[], None] = lambda: None,
     tick_every_s: float = 1.0,
@@ -355,21 +277,16 @@ def watch_messages(
     """Feed every message to `on_message` until `until()` is true; `tick` once a second."""
     next_tick = time.monotonic() + tick_every_s
     while not until():
-        # consume(n, t) holds what arrived until n records or t: wait for one, take the rest.
-        messages = consumer.consume(1, 0.2)
-        if messages:
-            messages += consumer.consume(255, 0)
-        for msg in messages:
-            if msg.error() is None:
-                on_message(msg)
+        for msg in consumer.poll(256, 0.2):
+            on_message(msg)
         if time.monotonic() >= next_tick:
             tick()
             next_tick = time.monotonic() + tick_every_s
 
 
 def drain(
-    consumer: confluent_kafka.Consumer,
-    on_message: Callable[[confluent_kafka.Message], None],
+    consumer: Reader,
+    on_message: Callable[[MessageProto], None],
     quiet_s: float = 0.5,
     max_s: float = 3.0,
 ) -> None:
@@ -378,7 +295,6 @@ def drain(
     The bound matters after a timeout, when the decoder may still be publishing.
     """
     end = time.monotonic() + max_s
-    while time.monotonic() < end and (messages := consumer.consume(256, quiet_s)):
+    while time.monotonic() < end and (messages := consumer.poll(256, quiet_s)):
         for msg in messages:
-            if msg.error() is None:
-                on_message(msg)
+            on_message(msg)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper
 
-from framebus_tools.testmodels import to_float16, with_static_batch
+from framebus_tools.onnxedit import to_float16, with_static_batch
 
 SQUARE_CLASS_NAMES = ("square", "other")
 BACKGROUND_LEVEL = 24

@@ -8,14 +8,7 @@ GLIBC_MMAP_CEILING = MMAP_THRESHOLD_BYTES  # DEFAULT_MMAP_THRESHOLD_MAX on 64-bi
 
 
 def _config(**overrides: Any) -> dict[str, Any]:
-    made: dict[str, Any] = {}
-
-    def factory(config: dict[str, Any]) -> object:
-        made.update(config)
-        return object()
-
-    _ = Consumer(KafkaSettings(), "g", overrides, factory=factory).client
-    return made
+    return Consumer(KafkaSettings(), "g", overrides).config
 
 
 def test_consumer_config_when_built_then_fetch_responses_fit_below_glibc_mmap_ceiling() -> None:

@@ -28,13 +28,12 @@ from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_tools.onnxedit import to_float16, with_static_batch
 from framebus_tools.synthetic import bright_square_model, write_bright_square_model
-from framebus_tools.testmodels import (
+from testkit.models import (
     end2end_model,
     fixed_output_model,
-    to_float16,
     with_dynamic_output_dims,
-    with_static_batch,
     yolov8_model,
 )
 

@@ -27,7 +27,7 @@ from framebus_inferencer.pipeline import Pipeline
 from framebus_inferencer.service import engine_options
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings, Provider
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.testmodels import yolov8_model
+from testkit.models import yolov8_model
 from tests.unit.framebus_inferencer.stubkafka import (
     Blocking,
     StubConsumerClient,

@@ -5,7 +5,7 @@ import pytest
 
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.settings import HeadFormat
-from framebus_tools.testmodels import near_free_model, with_dynamic_output_dims, yolov5_model
+from testkit.models import near_free_model, with_dynamic_output_dims, yolov5_model
 
 
 @pytest.fixture(scope="module")

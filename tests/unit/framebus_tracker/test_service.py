@@ -5,9 +5,9 @@ import pytest
 from framebus.codec import DetectionsCodec, TracksCodec
 from framebus.errors import CodecError, StateError
 from framebus.topology import TopicSettings
-from framebus_tools.walkers import camera_detections
 from framebus_tracker.service import TrackProcessor
 from framebus_tracker.settings import TrackerSettings
+from testkit.walkers import camera_detections
 from tests.unit.framebus_alerts.test_service import StubMessage
 
 

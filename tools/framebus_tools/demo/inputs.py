@@ -12,7 +12,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.settings import check, setting
 from framebus.topology import Sizing, TopicSettings, pipeline_specs
-from framebus_tools.pipeline import ServiceProcess
+from framebus_tools.pipeline import ServiceSpec
 from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 
@@ -117,17 +117,17 @@ def ensure_demo_topics(settings: DemoSettings) -> None:
     ensure_topics(settings.kafka, pipeline_specs(settings.topics, sizing))
 
 
-def live_process(port: int) -> ServiceProcess:
+def live_process(port: int) -> ServiceSpec:
     """`framebus live` on the demo's topics, on 127.0.0.1:`port`."""
-    return ServiceProcess(
+    return ServiceSpec(
         "live", "live", {"FRAMEBUS_HTTP_PORT": str(port), "FRAMEBUS_HTTP_HOST": "127.0.0.1"}
     )
 
 
-def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:
+def downstream(names: DemoNames, rules: Path | None) -> list[ServiceSpec]:
     """`framebus track` and, with rules, `framebus alerts` on the tracks."""
     idle = {"FRAMEBUS_STOP_AFTER_IDLE_S": "30"}  # no orphan outlives the demo for long
-    tracker = ServiceProcess(
+    tracker = ServiceSpec(
         "tracker",
         "track",
         {
@@ -137,7 +137,7 @@ def downstream(names: DemoNames, rules: Path | None) -> list[ServiceProcess]:
     )
     if rules is None:
         return [tracker]
-    alerts = ServiceProcess(
+    alerts = ServiceSpec(
         "alerts",
         "alerts",
         {

@@ -6,10 +6,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import confluent_kafka
-
 from framebus.codec import AlertCodec, DetectionsCodec, TracksCodec
 from framebus.errors import FramebusError
+from framebus.kafka.protocol import MessageProto
 from framebus.messages import Detections
 from framebus_tools.demo.board import Live, TracksBoard, alert_line, track_line
 from framebus_tools.demo.inputs import (
@@ -29,12 +28,12 @@ from framebus_tools.pipeline import (
     DecoderScraper,
     PipelineProcesses,
     drain,
-    free_port,
     model_input_size,
     topics_reader,
     watch_messages,
     write_cameras_file,
 )
+from framebus_tools.process import free_port
 from framebus_tools.runstats import RunStats
 
 
@@ -144,11 +143,11 @@ def _dispatcher(
     board: TracksBoard,
     live: Live,
     seen_tracks: dict[tuple[str, int], int],
-) -> Callable[[confluent_kafka.Message], None]:
+) -> Callable[[MessageProto], None]:
     """Decode a message of any of the three topics and account for it."""
     detections, tracks, alerts = DetectionsCodec(), TracksCodec(), AlertCodec()
 
-    def on_message(msg: confluent_kafka.Message) -> None:
+    def on_message(msg: MessageProto) -> None:
         topic, value = msg.topic(), msg.value() or b""
         # A record of an earlier run (at-least-once redelivery, or a group catching up) is skipped.
         if topic == settings.topics.detections_topic:

@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
-
 from framebus.errors import ConfigError
+from framebus.kafka.reader import Reader
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections
@@ -29,8 +28,8 @@ from framebus_tools.perf.tuned import TunedLoad, tuned_load
 from framebus_tools.pipeline import (
     CameraSpec,
     PipelineProcesses,
-    detections_reader,
     model_input_size,
+    topics_reader,
     watch_detections,
     write_cameras_file,
 )
@@ -149,17 +148,8 @@ def _phase(settings: LoadtestSettings, camera: int) -> float:
 
 def end_offsets(kafka: KafkaSettings, topic: str) -> int:
     """Sum of the high watermarks of a topic: how many records it holds (for a fresh topic)."""
-    consumer = confluent_kafka.Consumer(
-        {**kafka.client_config(), "group.id": f"fb-lt-{uuid.uuid4().hex}"}
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        return sum(
-            consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.partitions
-        )
-    finally:
-        consumer.close()
+    with Reader(kafka) as reader:
+        return sum(reader.end_offsets(topic).values())
 
 
 def _prepare(settings: LoadtestSettings) -> tuple[TopicSettings, PipelineProcesses]:
@@ -283,7 +273,7 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
     """Run the load, drain, account for every frame, write the JSON and the plot."""
     settings, load = apply_tune(settings)
     topics, processes = _prepare(settings)
-    consumer = detections_reader(settings.kafka, topics.detections_topic, 0)
+    consumer = topics_reader(settings.kafka, [topics.detections_topic], 0)
     col = _Collector(progress)
     processes.start()
     try:
@@ -294,9 +284,7 @@ def run_loadtest(settings: LoadtestSettings, progress: Any = print) -> LoadtestR
             until=lambda: time.monotonic() > load_end or bool(processes.exited()),
             tick=col.tick,
         )
-        proc = processes.procs["decoder"]
-        proc.terminate()  # the decoder flushes its producer and exits
-        proc.wait(60)
+        processes.procs["decoder"].stop(60)  # SIGTERM: it flushes its producer and exits
         published = end_offsets(settings.kafka, topics.frames_topic)
         drain_end = time.monotonic() + settings.drain_timeout_s
         watch_detections(

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
-import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,14 +20,13 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 import av
-import confluent_kafka
 import cv2
 import numpy as np
 
 from framebus.codec import DetectionsCodec, FrameCodec, TracksCodec
 from framebus.errors import CodecError, ConfigError, FramebusError
-from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
+from framebus.kafka.reader import Reader, TopicMissingError
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections, Frame, FrameStatus, Tracks, short_track_label
 from framebus.settings import check, setting
@@ -85,10 +82,6 @@ class RenderSettings:
         check(self.read_idle_s > 0, "read_idle_s", "must be > 0")
 
 
-class TopicMissingError(FramebusError):
-    """A topic `render` reads does not exist on the brokers."""
-
-
 @dataclass
 class RenderStats:
     """What was drawn; printed at the end."""
@@ -107,36 +100,8 @@ def read_topic_to_end(
     keep: Callable[[MessageProto], bool],
 ) -> Iterator[MessageProto]:
     """Yield the topic's messages (those `keep` accepts) from the beginning to its current end."""
-    group = f"framebus-render-{uuid.uuid4().hex[:12]}"
-    with Consumer(kafka, group, {"enable.auto.commit": False}) as consumer:
-        client = consumer.client
-        meta = client.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            raise TopicMissingError(f"topic {topic} does not exist; is the pipeline running?")
-        ends: dict[int, int] = {}
-        for p in meta.partitions:
-            low, high = client.get_watermark_offsets(
-                confluent_kafka.TopicPartition(topic, p), timeout=10
-            )
-            if high > low:
-                ends[p] = high
-        client.assign(
-            [
-                confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
-                for p in ends
-            ]
-        )
-        last = time.monotonic()
-        while ends and time.monotonic() - last < idle_s:
-            for msg in consumer.consume(64, 0.5):
-                last = time.monotonic()
-                if keep(msg):
-                    yield msg
-            # The position, not the last record's offset: on a transactional topic (tracks) the
-            # end is a commit marker, which the consumer steps over but never hands out.
-            for tp in client.position([confluent_kafka.TopicPartition(topic, p) for p in ends]):
-                if tp.offset >= ends[tp.partition]:
-                    del ends[tp.partition]
+    with Reader(kafka) as reader:
+        yield from (m for m in reader.read_to_end(topic, idle_s) if keep(m))
 
 
 class _Sequenced(Protocol):

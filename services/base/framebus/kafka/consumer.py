@@ -86,7 +86,12 @@ class Consumer:
         self.commit_listener(CommitResult(committed, None if err is None else err.str()))
 
     @property
-    def client(self) -> Any:
+    def config(self) -> dict[str, Any]:
+        """The librdkafka configuration the client is built with (a copy)."""
+        return dict(self._config)
+
+    @property
+    def _raw(self) -> Any:
         """The confluent_kafka.Consumer, created on first use."""
         if self._client is None:
             self._client = self._factory(self._config)
@@ -94,7 +99,7 @@ class Consumer:
 
     def subscribe(self, topics: Sequence[str], **callbacks: Any) -> None:
         """Subscribe to topics (callbacks: on_assign, on_revoke, on_lost)."""
-        self.client.subscribe(list(topics), **callbacks)
+        self._raw.subscribe(list(topics), **callbacks)
 
     def subscribe_at_end(
         self, topics: Sequence[str], on_assigned: Callable[[list[TopicPartition]], None]
@@ -117,11 +122,11 @@ class Consumer:
             consumer.incremental_assign(partitions)
             on_assigned([(tp.topic, tp.partition) for tp in partitions])
 
-        self.client.subscribe(list(topics), on_assign=assign)
+        self._raw.subscribe(list(topics), on_assign=assign)
 
     def consume(self, max_messages: int, timeout_s: float) -> list[MessageProto]:
         """Up to `max_messages` messages; consumer-level errors are raised, not returned."""
-        messages: list[MessageProto] = self.client.consume(max_messages, timeout_s)
+        messages: list[MessageProto] = self._raw.consume(max_messages, timeout_s)
         good: list[MessageProto] = []
         for msg in messages:
             err = msg.error()
@@ -138,7 +143,7 @@ class Consumer:
     def store_offsets(self, messages: Sequence[MessageProto]) -> None:
         """Mark messages done; the auto-commit then commits them."""
         for msg in messages:
-            self.client.store_offsets(message=msg)
+            self._raw.store_offsets(message=msg)
 
     def commit(self, marks: Marks, asynchronous: bool) -> None:
         """Store `marks` (so `close()` commits them too) and commit them.
@@ -149,12 +154,12 @@ class Consumer:
         """
         tps = [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in marks.items()]
         try:
-            self.client.store_offsets(offsets=tps)
+            self._raw.store_offsets(offsets=tps)
             if asynchronous:
-                self.client.commit(offsets=tps, asynchronous=True)
+                self._raw.commit(offsets=tps, asynchronous=True)
             else:
                 with self._watch("consumer.commit", BLOCKING_CALL_BUDGET_S):
-                    self.client.commit(offsets=tps, asynchronous=False)
+                    self._raw.commit(offsets=tps, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             raise KafkaError(f"cannot commit offsets {marks}: {err.str()}", err.name()) from exc
@@ -173,9 +178,9 @@ class Consumer:
 
     def _pause(self, pause: bool) -> None:
         try:
-            assigned = self.client.assignment()
+            assigned = self._raw.assignment()
             if assigned:
-                (self.client.pause if pause else self.client.resume)(assigned)
+                (self._raw.pause if pause else self._raw.resume)(assigned)
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             what = "pause" if pause else "resume"
@@ -185,7 +190,7 @@ class Consumer:
 
     def group_metadata(self) -> Any:
         """The group's metadata, which a transaction needs to commit this consumer's offsets."""
-        return self.client.consumer_group_metadata()
+        return self._raw.consumer_group_metadata()
 
     def positions(self) -> list[tuple[TopicPartition, int, int]]:
         """(partition, high watermark, position) of each assigned partition that has both.
@@ -194,10 +199,10 @@ class Consumer:
         nothing. Raises KafkaError when they cannot be read.
         """
         try:
-            assigned = self.client.assignment()
+            assigned = self._raw.assignment()
             out = []
-            for tp in self.client.position(assigned) if assigned else []:
-                _low, high = self.client.get_watermark_offsets(tp, cached=True)
+            for tp in self._raw.position(assigned) if assigned else []:
+                _low, high = self._raw.get_watermark_offsets(tp, cached=True)
                 if high >= 0 and tp.offset >= 0:
                     out.append(((tp.topic, tp.partition), high, tp.offset))
         except confluent_kafka.KafkaException as exc:

@@ -120,7 +120,7 @@ class Producer:
         deadline = time.monotonic() + timeout_s
         if not self._ready.is_set():
             try:  # no broker answers: do not wait for an id that cannot come
-                self.client.list_topics(timeout=min(timeout_s, REACHABLE_S))
+                self._raw.list_topics(timeout=min(timeout_s, REACHABLE_S))
             except confluent_kafka.KafkaException as exc:
                 log.warning("no Kafka broker answers: %s", exc.args[0].str())
                 return False
@@ -128,11 +128,16 @@ class Producer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            self.client.poll(min(remaining, 0.02))  # serves the statistics callback
+            self._raw.poll(min(remaining, 0.02))  # serves the statistics callback
         return True
 
     @property
-    def client(self) -> Any:
+    def config(self) -> dict[str, Any]:
+        """The librdkafka configuration the client is built with (a copy)."""
+        return dict(self._config)
+
+    @property
+    def _raw(self) -> Any:
         """The confluent_kafka.Producer, created on first use."""
         if self._client is None:
             self._client = self._factory(self._config)
@@ -156,7 +161,7 @@ class Producer:
         deadline = time.monotonic() + block_s
         while True:
             try:
-                self.client.produce(
+                self._raw.produce(
                     topic,
                     value=value,
                     key=key,
@@ -171,22 +176,22 @@ class Producer:
                     raise ProducerQueueFullError(
                         f"producer queue full while producing to {topic}", "QUEUE_FULL"
                     ) from None
-                self.client.poll(min(remaining, 0.05))
+                self._raw.poll(min(remaining, 0.05))
             except confluent_kafka.KafkaException as exc:
                 err = exc.args[0]
                 raise KafkaError(f"cannot produce to {topic}: {err.str()}", err.name()) from exc
-        self.client.poll(0)
+        self._raw.poll(0)
 
     def init_transactions(self, timeout_s: float) -> None:
         """Register the transactional id, fencing an earlier instance that used it."""
         self._transactional(
-            "init_transactions", timeout_s, TxnErrorKind.FATAL, self.client.init_transactions
+            "init_transactions", timeout_s, TxnErrorKind.FATAL, self._raw.init_transactions
         )
 
     def begin_transaction(self) -> None:
         """Start a transaction: what is produced from now on is committed or aborted together."""
         self._transactional(
-            "begin_transaction", None, TxnErrorKind.FATAL, self.client.begin_transaction
+            "begin_transaction", None, TxnErrorKind.FATAL, self._raw.begin_transaction
         )
 
     def send_offsets_to_transaction(
@@ -198,7 +203,7 @@ class Producer:
             "send_offsets_to_transaction",
             timeout_s,
             TxnErrorKind.ABORTABLE,
-            self.client.send_offsets_to_transaction,
+            self._raw.send_offsets_to_transaction,
             tps,
             group_metadata,
         )
@@ -206,13 +211,13 @@ class Producer:
     def commit_transaction(self, timeout_s: float) -> None:
         """Commit the open transaction (flushing what it produced first)."""
         self._transactional(
-            "commit_transaction", timeout_s, TxnErrorKind.ABORTABLE, self.client.commit_transaction
+            "commit_transaction", timeout_s, TxnErrorKind.ABORTABLE, self._raw.commit_transaction
         )
 
     def abort_transaction(self, timeout_s: float) -> None:
         """Abort the open transaction: readers never see what it produced."""
         self._transactional(
-            "abort_transaction", timeout_s, TxnErrorKind.FATAL, self.client.abort_transaction
+            "abort_transaction", timeout_s, TxnErrorKind.FATAL, self._raw.abort_transaction
         )
 
     def abort_for(self, exc: KafkaError, timeout_s: float) -> RewindError:
@@ -262,7 +267,7 @@ class Producer:
 
     def poll(self, timeout_s: float = 0.0) -> int:
         """Serve delivery callbacks."""
-        return int(self.client.poll(timeout_s))
+        return int(self._raw.poll(timeout_s))
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for every queued record's delivery report; return how many are still pending."""

@@ -26,29 +26,13 @@ OPSET = 17
 def _finish(graph: onnx.GraphProto, names: Sequence[str] | None) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
-    model.producer_name = "framebus.testmodels"
+    model.producer_name = "framebus.testkit"
     if names is not None:
         helper.set_model_props(
             model, {"names": "{" + ", ".join(f"{i}: '{n}'" for i, n in enumerate(names)) + "}"}
         )
     onnx.checker.check_model(model)
     return model
-
-
-def with_static_batch(model: onnx.ModelProto, batch: int = 1) -> onnx.ModelProto:
-    """A copy of `model` whose inputs and outputs have the fixed batch dimension `batch`.
-
-    ONNX Runtime then rejects any other batch size, as it does for a static-batch YOLO export.
-    """
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    for value in (*out.graph.input, *out.graph.output):
-        dims = value.type.tensor_type.shape.dim
-        if dims:
-            dims[0].Clear()
-            dims[0].dim_value = batch
-    onnx.checker.check_model(out)
-    return out
 
 
 def with_dynamic_output_dims(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -80,37 +64,6 @@ def with_dynamic_output_dims(model: onnx.ModelProto) -> onnx.ModelProto:
         for i, dim in enumerate(value.type.tensor_type.shape.dim[1:], start=1):
             dim.Clear()
             dim.dim_param = f"{name}_dim{i}"
-    onnx.checker.check_model(out)
-    return out
-
-
-def _f16_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
-    if tensor.data_type != TensorProto.FLOAT:
-        return tensor
-    return numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name)
-
-
-def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` computing in float16: float16 input, outputs, weights and casts.
-
-    Like an export with `half=True`: every float32 initializer, Constant, Cast target and graph
-    input/output becomes float16 (enough for the graphs of this module and `synthetic`).
-    """
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
-    converted = [_f16_tensor(t) for t in graph.initializer]
-    del graph.initializer[:]
-    graph.initializer.extend(converted)
-    for node in graph.node:
-        for attr in node.attribute:
-            if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
-                attr.i = TensorProto.FLOAT16
-            elif attr.type == onnx.AttributeProto.TENSOR:
-                attr.t.CopyFrom(_f16_tensor(attr.t))
-    for value in (*graph.input, *graph.output, *graph.value_info):
-        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
-            value.type.tensor_type.elem_type = TensorProto.FLOAT16
     onnx.checker.check_model(out)
     return out
 
