@@ -97,7 +97,9 @@ class Engine:
         try:
             raw = model_path.read_bytes()
             model, spec = prepend_uint8_input(
-                onnx.load_from_string(raw), dequantize=not self._may_use_tensorrt()
+                onnx.load_from_string(raw),
+                dequantize=not self._may_use_tensorrt(),
+                size=self.options.image_size,
             )
             self.session = self._session(model, spec)
         except _LOAD_ERRORS as exc:

@@ -18,6 +18,8 @@ class EngineOptions:
 
     providers: tuple[Provider, ...] = (Provider.TENSORRT, Provider.CUDA, Provider.CPU)
     max_batch: int = 8
+    input_width: int = 0  # the frames' letterbox size (0 = the model's)
+    input_height: int = 0
     device_id: int = 0
     trt_fp16: bool = True
     trt_cache_dir: Path = Path("trt-cache")
@@ -28,6 +30,13 @@ class EngineOptions:
     intra_op_threads: int = 0
     intra_op_spinning: Spinning = Spinning.AUTO
     require_gpu: bool = False
+
+    @property
+    def image_size(self) -> tuple[int, int] | None:
+        """The frames' (height, width) when configured: what a dynamic H and W are pinned to."""
+        if self.input_width and self.input_height:
+            return self.input_height, self.input_width
+        return None
 
 
 def batch_buckets(max_batch: int) -> tuple[int, ...]:

@@ -32,6 +32,8 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
     return EngineOptions(
         providers=settings.providers,
         max_batch=settings.max_batch,
+        input_width=settings.input_width,
+        input_height=settings.input_height,
         device_id=settings.device_id,
         trt_fp16=settings.trt_fp16,
         trt_cache_dir=settings.trt_cache_dir,

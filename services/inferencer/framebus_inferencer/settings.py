@@ -78,7 +78,8 @@ class InferencerSettings:
     input_width: int = setting(
         0,
         "Width the decoder letterboxes frames to (the decoder's setting of the same name); "
-        "start-up fails unless it is the model's input width (0 = the model's, unchecked).",
+        "start-up fails unless it is the model's input width; a model exported with dynamic "
+        "height and width runs at this size (0 = the model's, or its `imgsz` metadata's).",
     )
     input_height: int = setting(
         0, "Height the decoder letterboxes frames to; checked like input_width (0 = the model's)."
