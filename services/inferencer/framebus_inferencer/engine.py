@@ -45,15 +45,25 @@ from framebus_inferencer.slot import InputSlot, OutputLayout
 
 log = logging.getLogger(__name__)
 
-_ORT_ERRORS: tuple[type[BaseException], ...] = (
-    RuntimeError,
-    ort.capi.onnxruntime_pybind11_state.Fail,
-    ort.capi.onnxruntime_pybind11_state.RuntimeException,
-)
+
+def binding_errors() -> tuple[type[Exception], ...]:
+    """Every exception class ONNX Runtime's Python binding defines.
+
+    None of them is a RuntimeError: EPFail (a TensorRT engine that fails to build when the session
+    is created), NotImplemented (no kernel for a node), EngineError... each escapes an
+    `except RuntimeError`. Listed from the binding itself, so a class a later ONNX Runtime adds
+    is caught too.
+    """
+    state = ort.capi.onnxruntime_pybind11_state
+    return tuple(
+        v for v in vars(state).values() if isinstance(v, type) and issubclass(v, Exception)
+    )
+
+
+# MemoryError: pybind11's translation of std::bad_alloc.
+_ORT_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, MemoryError, *binding_errors())
 _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     *_ORT_ERRORS,
-    ort.capi.onnxruntime_pybind11_state.InvalidProtobuf,
-    ort.capi.onnxruntime_pybind11_state.InvalidGraph,
     onnx.onnx_cpp2py_export.checker.ValidationError,
     onnx.onnx_cpp2py_export.shape_inference.InferenceError,
     # A file that is not an ONNX protobuf at all fails in onnx.load before ORT sees it.
@@ -61,7 +71,25 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 WARM_UP_RUNS = 3
-_OOM_MARKERS = ("Available memory of", "Failed to allocate", "out of memory", "bfc_arena")
+# How memory exhaustion reads, lowercased: ORT's arena ("Available memory of ... is smaller than
+# requested bytes", "Failed to allocate memory"), CUDA and cuDNN/cuBLAS ("out of memory",
+# "CUDNN_STATUS_ALLOC_FAILED"), and TensorRT's error code name ("OutOfMemory").
+_OOM_MARKERS = (
+    "available memory of",
+    "failed to allocate",
+    "out of memory",
+    "outofmemory",
+    "bfc_arena",
+    "alloc_failed",
+    "cudaerrormemoryallocation",
+)
+
+
+def is_memory_failure(exc: BaseException) -> bool:
+    """True when ONNX Runtime's error says that memory ran out (in its arena, CUDA or TensorRT)."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or any(marker in text for marker in _OOM_MARKERS)
+
 
 _arena_lock = threading.Lock()
 _registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtime allows
@@ -306,12 +334,17 @@ class Engine:
         return self._run(slot, n)
 
     def _run(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
-        if self.device != "cpu":
-            slot.input.update_inplace(slot.staging)
+        # Every binding call is inside: run_with_iobinding wraps a failed run in RuntimeError,
+        # but the copy to the device and the output calls raise the binding's own classes.
         try:
-            self.session.run_with_iobinding(slot.binding)
+            return self._run_unguarded(slot)
         except _ORT_ERRORS as exc:
             raise self._explain(exc, n, slot.bucket) from exc
+
+    def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:
+        if self.device != "cpu":
+            slot.input.update_inplace(slot.staging)
+        self.session.run_with_iobinding(slot.binding)
         if slot.outputs is None:
             if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
                 return list(slot.binding.copy_outputs_to_cpu())
@@ -321,8 +354,8 @@ class Engine:
         return slot.outputs
 
     def _explain(self, exc: BaseException, n: int, bucket: int) -> ModelError:
-        text = str(exc)
-        if any(marker in text for marker in _OOM_MARKERS):
+        text = str(exc) or type(exc).__name__
+        if is_memory_failure(exc):
             limit = self.arena_limit_bytes
             knob = (
                 "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
@@ -334,7 +367,9 @@ class Engine:
                 f"arena limit of {limit} bytes ({knob}); raise the limit or lower "
                 f"FRAMEBUS_MAX_BATCH. ONNX Runtime said: {text.splitlines()[0][:300]}"
             )
-        return InferenceError(f"inference of a batch of {n} frames failed: {text[:500]}")
+        return InferenceError(
+            f"inference of a batch of {n} frames failed ({type(exc).__name__}): {text[:500]}"
+        )
 
 
 def register_cpu_arena(config: dict[str, int]) -> None:
