@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,42 +27,20 @@ import onnx
 import onnxruntime as ort
 
 from framebus.errors import ModelError
-from framebus_inferencer.graph import InputSpec, prepend_uint8_input
+from framebus_inferencer.fallback import ProviderMismatch
+from framebus_inferencer.graph import InputSpec
 from framebus_inferencer.model import ModelInfo, static_batch_note
+from framebus_inferencer.orterrors import ORT_ERRORS, is_memory_failure
 from framebus_inferencer.postprocess import Decoder, check_head, class_names, detect_head
-from framebus_inferencer.providers import (
-    GPU_PROVIDERS,
-    EngineOptions,
-    batch_buckets,
-    bucket_for,
-    cpu_arena_config,
-    cpu_session_config,
-    provider_chain,
-)
+from framebus_inferencer.providers import GPU_PROVIDERS, EngineOptions, batch_buckets, bucket_for
+from framebus_inferencer.session import open_session
 from framebus_inferencer.settings import HeadFormat
 from framebus_inferencer.slot import InputSlot, OutputLayout
 
 log = logging.getLogger(__name__)
 
-
-def binding_errors() -> tuple[type[Exception], ...]:
-    """Every exception class ONNX Runtime's Python binding defines.
-
-    None of them is a RuntimeError: EPFail (a TensorRT engine that fails to build when the session
-    is created), NotImplemented (no kernel for a node), EngineError... each escapes an
-    `except RuntimeError`. Listed from the binding itself, so a class a later ONNX Runtime adds
-    is caught too.
-    """
-    state = ort.capi.onnxruntime_pybind11_state
-    return tuple(
-        v for v in vars(state).values() if isinstance(v, type) and issubclass(v, Exception)
-    )
-
-
-# MemoryError: pybind11's translation of std::bad_alloc.
-_ORT_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, MemoryError, *binding_errors())
 _LOAD_ERRORS: tuple[type[BaseException], ...] = (
-    *_ORT_ERRORS,
+    *ORT_ERRORS,
     onnx.onnx_cpp2py_export.checker.ValidationError,
     onnx.onnx_cpp2py_export.shape_inference.InferenceError,
     # A file that is not an ONNX protobuf at all fails in onnx.load before ORT sees it.
@@ -71,25 +48,6 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 WARM_UP_RUNS = 3
-# How memory exhaustion reads, lowercased: ORT's arena ("Available memory of ... is smaller than
-# requested bytes", "Failed to allocate memory"), CUDA and cuDNN/cuBLAS ("out of memory",
-# "CUDNN_STATUS_ALLOC_FAILED"), and TensorRT's error code name ("OutOfMemory").
-_OOM_MARKERS = (
-    "available memory of",
-    "failed to allocate",
-    "out of memory",
-    "outofmemory",
-    "bfc_arena",
-    "alloc_failed",
-    "cudaerrormemoryallocation",
-)
-
-
-def is_memory_failure(exc: BaseException) -> bool:
-    """True when ONNX Runtime's error says that memory ran out (in its arena, CUDA or TensorRT)."""
-    text = str(exc).lower()
-    return isinstance(exc, MemoryError) or any(marker in text for marker in _OOM_MARKERS)
-
 
 _arena_lock = threading.Lock()
 _registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtime allows
@@ -97,10 +55,6 @@ _registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtim
 
 class EngineMemoryError(ModelError):
     """A batch does not fit in the configured memory arena."""
-
-
-class ProviderFallbackError(ModelError):
-    """`require_gpu` is set but no GPU provider really loaded."""
 
 
 class InferenceError(ModelError):
@@ -124,17 +78,15 @@ class Engine:
             )
         try:
             raw = model_path.read_bytes()
-            model, spec = prepend_uint8_input(
-                onnx.load_from_string(raw),
-                dequantize=not self._may_use_tensorrt(),
-                size=self.options.image_size,
-            )
-            self.session = self._session(model, spec)
+            opened = open_session(onnx.load_from_string(raw), self.options, register_cpu_arena)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
+        self.session = opened.session
+        spec = opened.spec
+        # Providers asked for that do not run as asked (logged as errors, exported as a metric).
+        self.fallbacks: tuple[ProviderMismatch, ...] = opened.mismatches
         self.provider: str = self.session.get_providers()[0]
         self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
-        self._check_gpu()
         self.info = self._model_info(model_path, raw, spec, labels_path, head)
         static = self.info.static_batch
         self.buckets = (static,) if static else batch_buckets(self.options.max_batch)
@@ -145,49 +97,6 @@ class Engine:
         self.warmed_up = False
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))
-
-    def _may_use_tensorrt(self) -> bool:
-        """True when TensorRT is asked for and this ONNX Runtime offers it."""
-        asked = any(p.ort_name == "TensorrtExecutionProvider" for p in self.options.providers)
-        return asked and "TensorrtExecutionProvider" in ort.get_available_providers()
-
-    def _session(self, model: onnx.ModelProto, spec: InputSpec) -> ort.InferenceSession:
-        opts = self.options
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if opts.intra_op_threads:
-            so.intra_op_num_threads = opts.intra_op_threads
-        arena = cpu_arena_config(opts)
-        if arena is not None:
-            register_cpu_arena(arena)
-        for key, value in cpu_session_config(opts, ort.get_available_providers()).items():
-            so.add_session_config_entry(key, value)
-        # A static batch is the only shape TensorRT may build its profile for.
-        chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
-        chain = provider_chain(
-            chain_opts, spec.name, spec.bound_shape, ort.get_available_providers()
-        )
-        for name, provider_opts in chain:
-            if name == "TensorrtExecutionProvider":
-                Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
-        log.info("creating ONNX Runtime session", extra={"providers": [n for n, _ in chain]})
-        return ort.InferenceSession(
-            model.SerializeToString(),
-            so,
-            providers=[n for n, _ in chain],
-            provider_options=[o for _, o in chain],
-        )
-
-    def _check_gpu(self) -> None:
-        loaded = self.session.get_providers()
-        if self.options.require_gpu and not GPU_PROVIDERS.intersection(loaded):
-            wanted = [p.ort_name for p in self.options.providers]
-            raise ProviderFallbackError(
-                f"FRAMEBUS_REQUIRE_GPU is set but no GPU provider loaded: requested {wanted}, "
-                f"this ONNX Runtime offers {ort.get_available_providers()}, loaded {loaded}. "
-                "Install onnxruntime-gpu with matching CUDA/cuDNN/TensorRT libraries, or unset "
-                "FRAMEBUS_REQUIRE_GPU to run on the CPU."
-            )
 
     def _model_info(
         self,
@@ -338,7 +247,7 @@ class Engine:
         # but the copy to the device and the output calls raise the binding's own classes.
         try:
             return self._run_unguarded(slot)
-        except _ORT_ERRORS as exc:
+        except ORT_ERRORS as exc:
             raise self._explain(exc, n, slot.bucket) from exc
 
     def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:

@@ -37,7 +37,8 @@ class InputSpec:
     `batch` is the exported batch dimension when it is a fixed number (None when dynamic);
     `dtype` is the element type the model computes in (`float32`, `float16`, or `uint8`);
     `planar`: the bound input is uint8 [N, C, H, W] (frames are split into planes as they are
-    staged), else [N, H, W, C] (a model that takes uint8 NHWC itself).
+    staged), else [N, H, W, C] (a model that takes uint8 NHWC itself); `to_float`: the prepended
+    conversion, `DequantizeLinear` or `Cast+Mul` (`none` for a uint8 model).
     """
 
     name: str
@@ -47,6 +48,7 @@ class InputSpec:
     batch: int | None = None
     dtype: str = "float32"
     planar: bool = False
+    to_float: str = "none"
 
     @property
     def bound_shape(self) -> tuple[int, int, int]:
@@ -217,6 +219,7 @@ def prepend_uint8_input(
             helper.make_node("Cast", [name], [name + "__framebus_f"], to=elem),
             helper.make_node("Mul", [name + "__framebus_f", name + "__framebus_scale"], [internal]),
         ]
+    conversion = "+".join(n.op_type for n in to_float)
     nodes = to_float + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
@@ -228,4 +231,5 @@ def prepend_uint8_input(
     graph.input.remove(graph.input[idx])
     graph.input.insert(idx, new_input)
     dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
-    return out, InputSpec(name, height, width, channels, _static_batch(batch), dtype, planar=True)
+    spec = InputSpec(name, height, width, channels, _static_batch(batch), dtype, True, conversion)
+    return out, spec

@@ -90,6 +90,16 @@ class StatsCollector:
         )
         provider.add_metric([s.provider or "none"], 1)
         yield provider
+        fallbacks = GaugeMetricFamily(
+            "framebus_inferencer_provider_fallbacks",
+            "1 for each execution provider asked for that does not run as asked: failed (its "
+            "session creation raised), not_loaded (ONNX Runtime left it out), options (it "
+            "loaded with other options); the log says why",
+            labels=["provider", "kind"],
+        )
+        for name, kind in s.provider_fallbacks:
+            fallbacks.add_metric([name, kind], 1)
+        yield fallbacks
         mode = GaugeMetricFamily(
             "framebus_inferencer_engine_batch_mode",
             "How a batch runs: batched (one call per batch) or loop (the model has a static "

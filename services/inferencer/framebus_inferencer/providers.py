@@ -118,17 +118,20 @@ def cpu_arena_config(opts: EngineOptions) -> dict[str, int] | None:
     }
 
 
-def cpu_session_config(opts: EngineOptions, available: Sequence[str] = ()) -> dict[str, str]:
+def cpu_session_config(
+    opts: EngineOptions, session_providers: Sequence[str] = ()
+) -> dict[str, str]:
     """Session config entries: spinning, and the process-wide (capped) CPU arena if set.
 
     ONNX Runtime's intra-op threads spin after each run by default, waiting for the next one.
     When a GPU does the work the spinning threads only starve the receive and publish threads,
     librdkafka and often the broker of the cores they share (docs/benchmarks.md); a CPU-only
-    chain keeps the default.
+    session keeps the default. `session_providers` are those the session is created with (what
+    the wheel was built with says nothing of what loads: session.py).
     """
     spinning = opts.intra_op_spinning
     if spinning is Spinning.AUTO:
-        gpu = any(p.ort_name in available for p in opts.providers if p is not Provider.CPU)
+        gpu = any(p in GPU_PROVIDERS for p in session_providers)
         spinning = Spinning.OFF if gpu else Spinning.ON
     config = {"session.intra_op.allow_spinning": "1" if spinning is Spinning.ON else "0"}
     if opts.cpu_arena_limit_bytes:

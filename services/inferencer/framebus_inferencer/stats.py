@@ -141,6 +141,8 @@ class InferencerStats:
     """What the inferencer did so far; every method is safe to call from any thread."""
 
     provider: str = ""
+    # Providers asked for that do not run as asked: (provider, kind), kind a MismatchKind value.
+    provider_fallbacks: tuple[tuple[str, str], ...] = ()
     arena_limit_bytes: int = 0
     batch_mode: str = ""  # "batched", or "loop" for a static-batch model (see engine.BatchMode)
     static_batch: int = 0  # the model's fixed batch size; 0 when its batch is dynamic

@@ -24,13 +24,8 @@ from framebus.errors import ModelError
 from framebus.messages import Frame, FrameStatus, TensorLayout
 from framebus.telemetry.health import Health
 from framebus_inferencer.batcher import Batch, CloseReason, Pending
-from framebus_inferencer.engine import (
-    Engine,
-    EngineMemoryError,
-    InferenceError,
-    binding_errors,
-    is_memory_failure,
-)
+from framebus_inferencer.engine import Engine, EngineMemoryError, InferenceError
+from framebus_inferencer.orterrors import binding_errors, is_memory_failure
 from framebus_inferencer.pipeline.control import Control
 from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference

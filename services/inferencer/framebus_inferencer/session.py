@@ -1,0 +1,193 @@
+"""ONNX Runtime session creation: the chain as asked, ORT's own fallback off, the result checked.
+
+Left to itself, `InferenceSession` retries a failed creation with its fallback list and that
+list's default options (no memory limit, device 0), printing why to stdout, and leaves out a
+provider whose library does not load. Here ORT's fallback is off (`enable_fallback=0`): a
+provider whose session creation fails is dropped by the engine, with ORT's reason, and the
+session that results is compared with what was asked (`fallback.session_mismatches`).
+
+What depends on the provider (a Cast + Mul input conversion where TensorRT runs the graph, a
+DequantizeLinear elsewhere; CPU threads spinning only when no GPU provider runs it) is decided
+from the providers the session really has: when ORT left one out that changes either, the
+session is made again without it. `get_available_providers()` only lists what the wheel was
+built with, so it is used for nothing but skipping providers the build does not have.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnxruntime as ort
+
+from framebus.errors import ModelError
+from framebus_inferencer import providerlibs
+from framebus_inferencer.fallback import (
+    MismatchKind,
+    ProviderMismatch,
+    gpu_shortfall,
+    one_line,
+    session_mismatches,
+)
+from framebus_inferencer.graph import InputSpec, prepend_uint8_input
+from framebus_inferencer.orterrors import ORT_ERRORS
+from framebus_inferencer.providers import (
+    GPU_PROVIDERS,
+    EngineOptions,
+    cpu_arena_config,
+    cpu_session_config,
+    provider_chain,
+)
+from framebus_inferencer.settings import Provider
+
+log = logging.getLogger(__name__)
+
+CPU = Provider.CPU.ort_name
+TENSORRT = Provider.TENSORRT.ort_name
+Chain = list[tuple[str, dict[str, Any]]]
+ArenaRegistrar = Callable[[dict[str, int]], None]
+
+
+class ProviderFallbackError(ModelError):
+    """`require_gpu` is set but no GPU provider loaded as asked."""
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A session, its image input, the chain it was made with, and what differs from the ask."""
+
+    session: ort.InferenceSession
+    spec: InputSpec
+    chain: Chain
+    mismatches: tuple[ProviderMismatch, ...]
+
+
+def decisions(providers: list[str]) -> tuple[bool, bool]:
+    """What the graph and the session options depend on: (TensorRT runs it, a GPU runs it)."""
+    return TENSORRT in providers, bool(GPU_PROVIDERS.intersection(providers))
+
+
+def open_session(
+    model: onnx.ModelProto,
+    opts: EngineOptions,
+    register_cpu_arena: ArenaRegistrar,
+) -> OpenedSession:
+    """Create the session on the first provider of the chain that works, and say what differs.
+
+    Raises ProviderFallbackError under `require_gpu` once no GPU provider is left, with ORT's
+    reason for each; any other ONNX Runtime error of the last provider (the CPU) propagates.
+    """
+    available = ort.get_available_providers()
+    wanted = [p.ort_name for p in opts.providers]
+    remaining = [name for name in wanted if name in available and name != CPU] + [CPU]
+    skipped = [name for name in wanted if name not in available]
+    if skipped:
+        log.info("providers not in this ONNX Runtime build, skipped", extra={"skipped": skipped})
+    found: list[ProviderMismatch] = []
+    while True:
+        _require_gpu(opts, remaining, found, skipped, available)
+        spec_model, spec = prepend_uint8_input(
+            model, dequantize=not decisions(remaining)[0], size=opts.image_size
+        )
+        chain = _chain(opts, spec, remaining)
+        try:
+            session = _create(spec_model, opts, chain, register_cpu_arena)
+        except ORT_ERRORS as exc:
+            if chain[0][0] == CPU:  # nothing left to fall back to: the engine reports it
+                raise
+            found.append(ProviderMismatch(chain[0][0], MismatchKind.FAILED, one_line(exc)))
+            remaining.remove(chain[0][0])
+            continue
+        loaded = list(session.get_providers())
+        mismatches = session_mismatches(
+            chain, loaded, session.get_provider_options(), providerlibs.why_not_loaded
+        )
+        if decisions(loaded) != decisions(remaining):  # built for a provider that is not there
+            found += [m for m in mismatches if m.kind is MismatchKind.NOT_LOADED]
+            remaining = [name for name in remaining if name in loaded]
+            continue
+        opened = OpenedSession(session, spec, chain, tuple(found + mismatches))
+        _check(opts, opened, skipped, available)
+        return opened
+
+
+def _chain(opts: EngineOptions, spec: InputSpec, remaining: list[str]) -> Chain:
+    # A static batch is the only shape TensorRT may build its profile for.
+    chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
+    return provider_chain(chain_opts, spec.name, spec.bound_shape, remaining)
+
+
+def _create(
+    model: onnx.ModelProto, opts: EngineOptions, chain: Chain, register_cpu_arena: ArenaRegistrar
+) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if opts.intra_op_threads:
+        so.intra_op_num_threads = opts.intra_op_threads
+    arena = cpu_arena_config(opts)
+    if arena is not None:
+        register_cpu_arena(arena)
+    for key, value in cpu_session_config(opts, [n for n, _ in chain]).items():
+        so.add_session_config_entry(key, value)
+    for name, provider_opts in chain:
+        if name == TENSORRT:
+            Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
+    log.info("creating ONNX Runtime session", extra={"providers": [n for n, _ in chain]})
+    return ort.InferenceSession(
+        model.SerializeToString(),
+        so,
+        providers=[n for n, _ in chain],
+        provider_options=[o for _, o in chain],
+        enable_fallback=0,  # ORT's fallback drops our options and says so only on stdout
+    )
+
+
+def _require_gpu(
+    opts: EngineOptions,
+    remaining: list[str],
+    found: list[ProviderMismatch],
+    skipped: list[str],
+    available: list[str],
+) -> None:
+    """Under `require_gpu`, refuse as soon as no GPU provider is left to try."""
+    if opts.require_gpu and not GPU_PROVIDERS.intersection(remaining):
+        raise ProviderFallbackError(_refusal(opts, [CPU], found, skipped, available))
+
+
+def _check(
+    opts: EngineOptions, opened: OpenedSession, skipped: list[str], available: list[str]
+) -> None:
+    loaded = list(opened.session.get_providers())
+    shortfall = gpu_shortfall(loaded, opened.mismatches)
+    if opts.require_gpu and shortfall is not None:
+        raise ProviderFallbackError(
+            _refusal(opts, loaded, list(opened.mismatches), skipped, available)
+        )
+    for m in opened.mismatches:
+        log.error("execution provider not as asked: %s", m)
+
+
+def _refusal(
+    opts: EngineOptions,
+    loaded: list[str],
+    found: list[ProviderMismatch],
+    skipped: list[str],
+    available: list[str],
+) -> str:
+    reasons = [str(m) for m in found]
+    reasons += [
+        f"{name}: not in this ONNX Runtime build (it offers {available})"
+        for name in skipped
+        if name in GPU_PROVIDERS
+    ]
+    wanted = [p.ort_name for p in opts.providers]
+    return (
+        f"FRAMEBUS_REQUIRE_GPU is set but no GPU provider loaded as asked: requested {wanted}, "
+        f"loaded {loaded}. " + "; ".join(reasons or ["no GPU provider was requested"]) + ". "
+        "Install onnxruntime-gpu with matching CUDA/cuDNN/TensorRT libraries (and "
+        "LD_LIBRARY_PATH for tensorrt-cu12-libs), or unset FRAMEBUS_REQUIRE_GPU to run on the CPU."
+    )
