@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ class EngineOptions:
     input_height: int = 0
     device_id: int = 0
     trt_fp16: bool = True
-    trt_cache_dir: Path = Path("trt-cache")
+    # The service's default: a relative path would put engines wherever the process started.
+    trt_cache_dir: Path = Path("~/.cache/framebus/trt").expanduser()
     trt_workspace_bytes: int = 2 * 1024**3
     gpu_mem_limit_bytes: int = 4 * 1024**3
     cudnn_conv_algo_search: CudnnConvAlgoSearch = CudnnConvAlgoSearch.HEURISTIC
@@ -59,22 +61,34 @@ def profile_shapes(input_name: str, batch: int, frame_dims: Sequence[int]) -> st
     return f"{input_name}:" + "x".join(str(d) for d in (batch, *frame_dims))
 
 
+def engine_cache_key(model: bytes, fp16: bool) -> str:
+    """The TensorRT engine cache entry of a model: a hash of the bytes ORT gets, and the precision.
+
+    ONNX Runtime names a cached engine after the model's file name (none here: it gets bytes),
+    its input and node names and the ORT, CUDA and TensorRT versions, not after its weights: a
+    retrained model of the same graph would load the old model's engine from a kept cache.
+    """
+    return f"{hashlib.sha256(model).hexdigest()[:16]}-{'fp16' if fp16 else 'fp32'}"
+
+
 def tensorrt_options(
-    opts: EngineOptions, input_name: str, frame_dims: Sequence[int]
+    opts: EngineOptions, input_name: str, frame_dims: Sequence[int], cache_key: str = ""
 ) -> dict[str, Any]:
     """TensorRT provider options: one explicit profile from batch 1 to `max_batch`.
 
     With the profile fixed up front, a batch size the engine has not seen yet is still inside the
     profile, so TensorRT never rebuilds the engine mid-stream (a rebuild takes seconds to minutes).
+    Engines go to the subdirectory `cache_key` (`engine_cache_key`) of the cache directory; the
+    timing cache, per layer and GPU rather than per model, is shared at its top.
     """
-    cache = str(opts.trt_cache_dir)
+    cache = opts.trt_cache_dir
     return {
         "device_id": opts.device_id,
         "trt_fp16_enable": opts.trt_fp16,
         "trt_engine_cache_enable": True,
-        "trt_engine_cache_path": cache,
+        "trt_engine_cache_path": str(cache / cache_key) if cache_key else str(cache),
         "trt_timing_cache_enable": True,
-        "trt_timing_cache_path": cache,
+        "trt_timing_cache_path": str(cache),
         "trt_max_workspace_size": opts.trt_workspace_bytes,
         "trt_profile_min_shapes": profile_shapes(input_name, 1, frame_dims),
         "trt_profile_opt_shapes": profile_shapes(input_name, opts.max_batch, frame_dims),
@@ -144,14 +158,19 @@ def provider_chain(
     input_name: str,
     frame_dims: Sequence[int],
     available: Sequence[str],
+    cache_key: str = "",
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The configured providers that this ONNX Runtime build has, in order, with their options."""
+    """The configured providers among `available`, in order, with their options.
+
+    `cache_key` names the model's TensorRT engine cache entry (`engine_cache_key`).
+    """
     chain: list[tuple[str, dict[str, Any]]] = []
     for p in opts.providers:
         if p.ort_name not in available:
             continue
         if p is Provider.TENSORRT:
-            chain.append((p.ort_name, tensorrt_options(opts, input_name, frame_dims)))
+            options = tensorrt_options(opts, input_name, frame_dims, cache_key)
+            chain.append((p.ort_name, options))
         elif p is Provider.CUDA:
             chain.append((p.ort_name, cuda_options(opts)))
         else:

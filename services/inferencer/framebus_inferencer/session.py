@@ -40,6 +40,7 @@ from framebus_inferencer.providers import (
     EngineOptions,
     cpu_arena_config,
     cpu_session_config,
+    engine_cache_key,
     provider_chain,
 )
 from framebus_inferencer.settings import Provider
@@ -93,9 +94,10 @@ def open_session(
         spec_model, spec = prepend_uint8_input(
             model, dequantize=not decisions(remaining)[0], size=opts.image_size
         )
-        chain = _chain(opts, spec, remaining)
+        raw = spec_model.SerializeToString()
+        chain = _chain(opts, spec, remaining, engine_cache_key(raw, opts.trt_fp16))
         try:
-            session = _create(spec_model, opts, chain, register_cpu_arena)
+            session = _create(raw, opts, chain, register_cpu_arena)
         except ORT_ERRORS as exc:
             if chain[0][0] == CPU:  # nothing left to fall back to: the engine reports it
                 raise
@@ -115,14 +117,14 @@ def open_session(
         return opened
 
 
-def _chain(opts: EngineOptions, spec: InputSpec, remaining: list[str]) -> Chain:
+def _chain(opts: EngineOptions, spec: InputSpec, remaining: list[str], cache_key: str) -> Chain:
     # A static batch is the only shape TensorRT may build its profile for.
     chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
-    return provider_chain(chain_opts, spec.name, spec.bound_shape, remaining)
+    return provider_chain(chain_opts, spec.name, spec.bound_shape, remaining, cache_key)
 
 
 def _create(
-    model: onnx.ModelProto, opts: EngineOptions, chain: Chain, register_cpu_arena: ArenaRegistrar
+    model: bytes, opts: EngineOptions, chain: Chain, register_cpu_arena: ArenaRegistrar
 ) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -138,7 +140,7 @@ def _create(
             Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
     log.info("creating ONNX Runtime session", extra={"providers": [n for n, _ in chain]})
     return ort.InferenceSession(
-        model.SerializeToString(),
+        model,
         so,
         providers=[n for n, _ in chain],
         provider_options=[o for _, o in chain],
