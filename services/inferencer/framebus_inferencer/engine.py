@@ -24,7 +24,6 @@ import google.protobuf.message  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
 import onnx
-import onnxruntime as ort
 
 from framebus.errors import ModelError
 from framebus_inferencer.fallback import ProviderMismatch
@@ -32,7 +31,14 @@ from framebus_inferencer.graph import InputSpec
 from framebus_inferencer.model import ModelInfo, static_batch_note
 from framebus_inferencer.orterrors import ORT_ERRORS, is_memory_failure
 from framebus_inferencer.postprocess import Decoder, check_head, class_names, detect_head
-from framebus_inferencer.providers import GPU_PROVIDERS, EngineOptions, batch_buckets, bucket_for
+from framebus_inferencer.providers import (
+    GPU_PROVIDERS,
+    EngineOptions,
+    LimitedBy,
+    MemoryLimit,
+    batch_buckets,
+    bucket_for,
+)
 from framebus_inferencer.session import open_session
 from framebus_inferencer.settings import HeadFormat
 from framebus_inferencer.slot import InputSlot, OutputLayout
@@ -48,9 +54,8 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 WARM_UP_RUNS = 3
-
-_arena_lock = threading.Lock()
-_registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtime allows
+CPU_KNOB = "FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
+GPU_KNOB = "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
 
 
 class EngineMemoryError(ModelError):
@@ -78,13 +83,14 @@ class Engine:
             )
         try:
             raw = model_path.read_bytes()
-            opened = open_session(onnx.load_from_string(raw), self.options, register_cpu_arena)
+            opened = open_session(onnx.load_from_string(raw), self.options)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
         self.session = opened.session
         spec = opened.spec
         # Providers asked for that do not run as asked (logged as errors, exported as a metric).
         self.fallbacks: tuple[ProviderMismatch, ...] = opened.mismatches
+        self.memory_limit: MemoryLimit = opened.memory
         self.provider: str = self.session.get_providers()[0]
         self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
         self.info = self._model_info(model_path, raw, spec, labels_path, head)
@@ -97,6 +103,14 @@ class Engine:
         self.warmed_up = False
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))
+
+    def _limit_words(self) -> str:
+        limit = self.memory_limit
+        if limit.enforced_by is LimitedBy.CPU_ARENA:
+            return f"the cpu memory arena limit of {limit.limit_bytes} bytes ({CPU_KNOB})"
+        if limit.enforced_by is LimitedBy.NONE:
+            return f"the {self.device} memory (no limit holds with {self.provider} first)"
+        return f"the cuda memory arena limit of {limit.limit_bytes} bytes ({GPU_KNOB})"
 
     def _model_info(
         self,
@@ -126,10 +140,8 @@ class Engine:
 
     @property
     def arena_limit_bytes(self) -> int:
-        """The memory cap of the provider in use (0 = none)."""
-        if self.device == "cuda":
-            return self.options.gpu_mem_limit_bytes
-        return self.options.cpu_arena_limit_bytes
+        """The memory limit that holds for the provider in use (0 = none)."""
+        return self.memory_limit.limit_bytes
 
     def _new_slot(self, bucket: int) -> InputSlot:
         device = (self.device, self.options.device_id)
@@ -265,34 +277,11 @@ class Engine:
     def _explain(self, exc: BaseException, n: int, bucket: int) -> ModelError:
         text = str(exc) or type(exc).__name__
         if is_memory_failure(exc):
-            limit = self.arena_limit_bytes
-            knob = (
-                "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
-                if self.device == "cuda"
-                else ("FRAMEBUS_CPU_ARENA_LIMIT_BYTES")
-            )
             return EngineMemoryError(
-                f"a batch of {n} frames (bucket {bucket}) does not fit in the {self.device} memory "
-                f"arena limit of {limit} bytes ({knob}); raise the limit or lower "
-                f"FRAMEBUS_MAX_BATCH. ONNX Runtime said: {text.splitlines()[0][:300]}"
+                f"a batch of {n} frames (bucket {bucket}) does not fit in "
+                f"{self._limit_words()}; raise the limit or lower FRAMEBUS_MAX_BATCH. "
+                f"ONNX Runtime said: {text.splitlines()[0][:300]}"
             )
         return InferenceError(
             f"inference of a batch of {n} frames failed ({type(exc).__name__}): {text[:500]}"
         )
-
-
-def register_cpu_arena(config: dict[str, int]) -> None:
-    """Register the process-wide capped CPU arena (ONNX Runtime allows one per process)."""
-    with _arena_lock:
-        if _registered_arena:
-            if _registered_arena != config:
-                raise ModelError(
-                    f"a CPU arena with {_registered_arena} is already registered in this process; "
-                    "ONNX Runtime allows one: use the same FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
-                )
-            return
-        info = ort.OrtMemoryInfo(
-            "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
-        )
-        ort.create_and_register_allocator(info, ort.OrtArenaCfg(config))
-        _registered_arena.update(config)

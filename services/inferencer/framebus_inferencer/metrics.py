@@ -113,11 +113,14 @@ class StatsCollector:
             "The model's fixed batch size (0: dynamic batch)",
             value=s.static_batch,
         )
-        yield GaugeMetricFamily(
+        limit = GaugeMetricFamily(
             "framebus_inferencer_arena_limit_bytes",
-            "Memory arena limit of the provider in use",
-            value=s.arena_limit_bytes,
+            "Memory limit that holds for the provider in use (0: none), the allocator that "
+            "enforces it, and what it does not cover (tensorrt_engines: TensorRT's own memory)",
+            labels=["enforced_by", "excludes"],
         )
+        limit.add_metric([s.arena_limit_enforced_by, s.arena_limit_excludes], s.arena_limit_bytes)
+        yield limit
         yield from self._histograms()
         yield from self._lag()
         yield self._memory()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,6 +131,73 @@ def cpu_arena_config(opts: EngineOptions) -> dict[str, int] | None:
         "initial_chunk_size_bytes": -1,
         "max_dead_bytes_per_chunk": -1,
     }
+
+
+def cuda_env_arena(opts: EngineOptions) -> tuple[dict[str, str], dict[str, int]]:
+    """Provider options and `OrtArenaCfg` of the shared CUDA arena registered with ORT's environment.
+
+    ONNX Runtime keeps one allocator per device in a session, the first registered provider's:
+    with TensorRT first that is TensorRT's, which has no limit, so the CUDA provider's
+    `gpu_mem_limit` never applies. An allocator registered with the environment replaces it in
+    every session created with `session.use_env_allocators` (its `max_mem` is the limit).
+    """
+    options = {
+        "device_id": str(opts.device_id),
+        "gpu_mem_limit": str(opts.gpu_mem_limit_bytes),
+        "arena_extend_strategy": "kSameAsRequested",
+    }
+    arena = {
+        "max_mem": opts.gpu_mem_limit_bytes,
+        "arena_extend_strategy": K_SAME_AS_REQUESTED,
+        "initial_chunk_size_bytes": -1,
+        "max_dead_bytes_per_chunk": -1,
+    }
+    return options, arena
+
+
+def wants_cuda_env_arena(session_providers: Sequence[str]) -> bool:
+    """True when a GPU provider other than CUDA comes first, so only a shared arena caps memory."""
+    return bool(session_providers) and session_providers[0] == Provider.TENSORRT.ort_name
+
+
+class LimitedBy(enum.StrEnum):
+    """Which allocator enforces the memory limit in use (the values are metric labels)."""
+
+    CPU_ARENA = "cpu_arena"  # the process-wide CPU arena (cpu_arena_limit_bytes)
+    CUDA_ARENA = "cuda_arena"  # the CUDA provider's own arena (gpu_mem_limit_bytes)
+    SHARED_CUDA_ARENA = "shared_cuda_arena"  # the environment's CUDA arena, TensorRT first
+    NONE = "none"  # no limit holds
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The memory limit that holds for a session's first provider, and what it leaves out.
+
+    `excludes` is `tensorrt_engines` with TensorRT first: its engines' weights and execution
+    context memory are TensorRT's own allocations, outside every ONNX Runtime allocator.
+    """
+
+    limit_bytes: int
+    enforced_by: LimitedBy
+    excludes: str = "none"
+
+
+def memory_limit(
+    opts: EngineOptions, session_providers: Sequence[str], shared_cuda_arena: bool
+) -> MemoryLimit:
+    """What is enforced for this provider chain (docs/inferencer.md, "Memory limits")."""
+    first = session_providers[0] if session_providers else Provider.CPU.ort_name
+    if first == Provider.TENSORRT.ort_name:
+        if shared_cuda_arena:
+            return MemoryLimit(
+                opts.gpu_mem_limit_bytes, LimitedBy.SHARED_CUDA_ARENA, "tensorrt_engines"
+            )
+        return MemoryLimit(0, LimitedBy.NONE, "tensorrt_engines")
+    if first == Provider.CUDA.ort_name:
+        return MemoryLimit(opts.gpu_mem_limit_bytes, LimitedBy.CUDA_ARENA)
+    if opts.cpu_arena_limit_bytes:
+        return MemoryLimit(opts.cpu_arena_limit_bytes, LimitedBy.CPU_ARENA)
+    return MemoryLimit(0, LimitedBy.NONE)
 
 
 def cpu_session_config(

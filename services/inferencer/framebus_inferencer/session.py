@@ -16,7 +16,6 @@ built with, so it is used for nothing but skipping providers the build does not 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import onnx
 import onnxruntime as ort
 
 from framebus.errors import ModelError
-from framebus_inferencer import providerlibs
+from framebus_inferencer import arenas, providerlibs
 from framebus_inferencer.fallback import (
     MismatchKind,
     ProviderMismatch,
@@ -38,10 +37,14 @@ from framebus_inferencer.orterrors import ORT_ERRORS
 from framebus_inferencer.providers import (
     GPU_PROVIDERS,
     EngineOptions,
+    MemoryLimit,
     cpu_arena_config,
     cpu_session_config,
+    cuda_env_arena,
     engine_cache_key,
+    memory_limit,
     provider_chain,
+    wants_cuda_env_arena,
 )
 from framebus_inferencer.settings import Provider
 
@@ -50,7 +53,6 @@ log = logging.getLogger(__name__)
 CPU = Provider.CPU.ort_name
 TENSORRT = Provider.TENSORRT.ort_name
 Chain = list[tuple[str, dict[str, Any]]]
-ArenaRegistrar = Callable[[dict[str, int]], None]
 
 
 class ProviderFallbackError(ModelError):
@@ -65,6 +67,7 @@ class OpenedSession:
     spec: InputSpec
     chain: Chain
     mismatches: tuple[ProviderMismatch, ...]
+    memory: MemoryLimit
 
 
 def decisions(providers: list[str]) -> tuple[bool, bool]:
@@ -72,11 +75,7 @@ def decisions(providers: list[str]) -> tuple[bool, bool]:
     return TENSORRT in providers, bool(GPU_PROVIDERS.intersection(providers))
 
 
-def open_session(
-    model: onnx.ModelProto,
-    opts: EngineOptions,
-    register_cpu_arena: ArenaRegistrar,
-) -> OpenedSession:
+def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
     """Create the session on the first provider of the chain that works, and say what differs.
 
     Raises ProviderFallbackError under `require_gpu` once no GPU provider is left, with ORT's
@@ -96,8 +95,9 @@ def open_session(
         )
         raw = spec_model.SerializeToString()
         chain = _chain(opts, spec, remaining, engine_cache_key(raw, opts.trt_fp16))
+        shared = _shared_cuda_arena(opts, chain)
         try:
-            session = _create(raw, opts, chain, register_cpu_arena)
+            session = _create(raw, opts, chain, shared)
         except ORT_ERRORS as exc:
             if chain[0][0] == CPU:  # nothing left to fall back to: the engine reports it
                 raise
@@ -112,7 +112,8 @@ def open_session(
             found += [m for m in mismatches if m.kind is MismatchKind.NOT_LOADED]
             remaining = [name for name in remaining if name in loaded]
             continue
-        opened = OpenedSession(session, spec, chain, tuple(found + mismatches))
+        limit = memory_limit(opts, loaded, shared)
+        opened = OpenedSession(session, spec, chain, tuple(found + mismatches), limit)
         _check(opts, opened, skipped, available)
         return opened
 
@@ -123,8 +124,25 @@ def _chain(opts: EngineOptions, spec: InputSpec, remaining: list[str], cache_key
     return provider_chain(chain_opts, spec.name, spec.bound_shape, remaining, cache_key)
 
 
+def _shared_cuda_arena(opts: EngineOptions, chain: Chain) -> bool:
+    """Register the capped CUDA arena when TensorRT comes first; False when it cannot be."""
+    if not wants_cuda_env_arena([n for n, _ in chain]):
+        return False
+    options, config = cuda_env_arena(opts)
+    try:
+        arenas.register_cuda_arena(opts.device_id, options, config)
+    except ORT_ERRORS as exc:
+        log.error(
+            "no GPU memory limit holds: the shared CUDA arena of FRAMEBUS_GPU_MEM_LIMIT_BYTES "
+            "cannot be registered with TensorRT first (%s)",
+            one_line(exc),
+        )
+        return False
+    return True
+
+
 def _create(
-    model: bytes, opts: EngineOptions, chain: Chain, register_cpu_arena: ArenaRegistrar
+    model: bytes, opts: EngineOptions, chain: Chain, shared_cuda_arena: bool
 ) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -132,8 +150,11 @@ def _create(
         so.intra_op_num_threads = opts.intra_op_threads
     arena = cpu_arena_config(opts)
     if arena is not None:
-        register_cpu_arena(arena)
-    for key, value in cpu_session_config(opts, [n for n, _ in chain]).items():
+        arenas.register_cpu_arena(arena)
+    config = cpu_session_config(opts, [n for n, _ in chain])
+    if shared_cuda_arena:
+        config["session.use_env_allocators"] = "1"
+    for key, value in config.items():
         so.add_session_config_entry(key, value)
     for name, provider_opts in chain:
         if name == TENSORRT:

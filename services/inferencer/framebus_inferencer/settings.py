@@ -121,7 +121,9 @@ class InferencerSettings:
     )
     trt_workspace_bytes: int = setting(2 * 1024**3, "TensorRT: builder workspace limit, bytes.")
     gpu_mem_limit_bytes: int = setting(
-        4 * 1024**3, "CUDA: arena limit on GPU memory, bytes (arena grows as requested)."
+        4 * 1024**3,
+        "GPU: limit on ONNX Runtime's GPU memory, bytes (the CUDA provider's arena; with "
+        "TensorRT first a shared CUDA arena; TensorRT's engines are outside it).",
     )
     cudnn_conv_algo_search: CudnnConvAlgoSearch = setting(
         CudnnConvAlgoSearch.HEURISTIC, "CUDA: how cuDNN picks convolution algorithms."

@@ -70,7 +70,10 @@ class Inference:
         """Warm up, then process batches until the receiver ends the queue."""
         ctl = self.control
         self.stats.provider = self.engine.provider
-        self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
+        limit = self.engine.memory_limit
+        self.stats.arena_limit_bytes = limit.limit_bytes
+        self.stats.arena_limit_enforced_by = limit.enforced_by.value
+        self.stats.arena_limit_excludes = limit.excludes
         ctl.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         try:
             self.engine.warm_up()  # also refuses a head its outputs cannot be decoded as
