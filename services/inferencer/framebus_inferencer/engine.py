@@ -39,7 +39,8 @@ from framebus_inferencer.providers import (
     batch_buckets,
     bucket_for,
 )
-from framebus_inferencer.session import open_session
+from framebus_inferencer.ranby import graph_provider, idle_note, provider_times, time_shares
+from framebus_inferencer.session import open_session, take_profile
 from framebus_inferencer.settings import HeadFormat
 from framebus_inferencer.slot import InputSlot, OutputLayout
 
@@ -87,6 +88,10 @@ class Engine:
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
         self.session = opened.session
+        # The session profiles its first run only (session.py): kernel time per provider.
+        self._profiling = True
+        self._profile_lock = threading.Lock()
+        self.provider_times: dict[str, float] = {}
         spec = opened.spec
         # Providers asked for that do not run as asked (logged as errors, exported as a metric).
         self.fallbacks: tuple[ProviderMismatch, ...] = opened.mismatches
@@ -174,8 +179,36 @@ class Engine:
                 timings[bucket] = (time.perf_counter() - started) * 1000
             decoder.check(outputs, bucket)
         self.warmed_up = True
-        log.info("warm-up done", extra={"provider": self.provider, "ms_per_bucket": timings})
+        log.info(
+            "warm-up done",
+            extra={
+                "provider": self.graph_provider,
+                "registered_provider": self.provider,
+                "kernel_time_share": time_shares(self.provider_times),
+                "ms_per_bucket": timings,
+            },
+        )
         return timings
+
+    @property
+    def graph_provider(self) -> str:
+        """The provider that ran most of the graph in the first run (before it: the registered)."""
+        return graph_provider(self.provider_times, self.provider)
+
+    def _end_profiling(self) -> None:
+        with self._profile_lock:
+            if not self._profiling:
+                return
+            self._profiling = False
+            self.provider_times = provider_times(take_profile(self.session))
+        note = idle_note(self.provider_times, self.provider)
+        if note is not None:
+            log.warning(note)
+
+    def __del__(self) -> None:
+        # An engine that never ran: its session would write its profile when destroyed.
+        if getattr(self, "_profiling", False):
+            take_profile(self.session)
 
     def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
         """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.
@@ -261,6 +294,9 @@ class Engine:
             return self._run_unguarded(slot)
         except ORT_ERRORS as exc:
             raise self._explain(exc, n, slot.bucket) from exc
+        finally:
+            if self._profiling:
+                self._end_profiling()
 
     def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:
         if self.device != "cpu":

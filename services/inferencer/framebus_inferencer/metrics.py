@@ -86,10 +86,28 @@ class StatsCollector:
                 g.add_metric([str(q)], recent[int(q * (len(recent) - 1))] if recent else 0.0)
             yield g
         provider = GaugeMetricFamily(
-            "framebus_inferencer_provider", "Execution provider in use", labels=["provider"]
+            "framebus_inferencer_provider",
+            "Execution provider that ran the graph (most kernel time in the first, profiled run; "
+            "the registered one before it)",
+            labels=["provider"],
         )
         provider.add_metric([s.provider or "none"], 1)
         yield provider
+        registered = GaugeMetricFamily(
+            "framebus_inferencer_provider_registered",
+            "The session's first registered execution provider (it may run no node)",
+            labels=["provider"],
+        )
+        registered.add_metric([s.registered_provider or "none"], 1)
+        yield registered
+        share = GaugeMetricFamily(
+            "framebus_inferencer_provider_time_share",
+            "Fraction of the first run's node kernel time per execution provider",
+            labels=["provider"],
+        )
+        for name, fraction in sorted(s.provider_time_share.items()):
+            share.add_metric([name], fraction)
+        yield share
         fallbacks = GaugeMetricFamily(
             "framebus_inferencer_provider_fallbacks",
             "1 for each execution provider asked for that does not run as asked: failed (its "
@@ -157,7 +175,7 @@ class StatsCollector:
         )
         memory.add_metric(["process_rss"], process_rss_bytes())
         memory.add_metric(["arena_limit"], s.arena_limit_bytes)
-        if s.provider in GPU_PROVIDERS:
+        if {s.provider, s.registered_provider}.intersection(GPU_PROVIDERS):
             try:
                 gpu = gpu_memory_bytes(s.device_id)
             except Exception as exc:  # noqa: BLE001 - an NVML error must not break the scrape

@@ -58,7 +58,7 @@ def build_engine(settings: InferencerSettings) -> Engine:
         "model loaded",
         extra={
             "model": engine.info.name,
-            "provider": engine.provider,
+            "registered_provider": engine.provider,
             "head": engine.info.head.value,
             "input": engine.info.input.exported_shape,
             "input_conversion": engine.info.input.to_float,

@@ -15,7 +15,10 @@ built with, so it is used for nothing but skipping providers the build does not 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,7 @@ def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
         try:
             session = _create(raw, opts, chain, shared)
         except ORT_ERRORS as exc:
+            _forget_failed_profiles()
             if chain[0][0] == CPU:  # nothing left to fall back to: the engine reports it
                 raise
             found.append(ProviderMismatch(chain[0][0], MismatchKind.FAILED, one_line(exc)))
@@ -109,6 +113,7 @@ def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
             chain, loaded, session.get_provider_options(), providerlibs.why_not_loaded
         )
         if decisions(loaded) != decisions(remaining):  # built for a provider that is not there
+            take_profile(session)  # discarded: its profile too
             found += [m for m in mismatches if m.kind is MismatchKind.NOT_LOADED]
             remaining = [name for name in remaining if name in loaded]
             continue
@@ -156,6 +161,10 @@ def _create(
         config["session.use_env_allocators"] = "1"
     for key, value in config.items():
         so.add_session_config_entry(key, value)
+    # The first run is profiled (the engine ends it at once): its node events name the provider
+    # that ran each node (ranby.py). In the temp directory: never where the process started.
+    so.enable_profiling = True
+    so.profile_file_prefix = str(_profile_prefix())
     for name, provider_opts in chain:
         if name == TENSORRT:
             Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
@@ -167,6 +176,40 @@ def _create(
         provider_options=[o for _, o in chain],
         enable_fallback=0,  # ORT's fallback drops our options and says so only on stdout
     )
+
+
+def _profile_prefix() -> Path:
+    return Path(tempfile.gettempdir()) / f"framebus-first-run-{os.getpid()}"
+
+
+def _forget_failed_profiles() -> None:
+    """Delete the profile a session that failed to initialise wrote as ORT destroyed it.
+
+    Live sessions write theirs only when ended, and `take_profile` deletes it at once, so any
+    file of this process's prefix is a failed session's.
+    """
+    prefix = _profile_prefix()
+    for path in prefix.parent.glob(f"{prefix.name}_*.json"):
+        path.unlink(missing_ok=True)
+
+
+def take_profile(session: ort.InferenceSession) -> list[dict[str, Any]]:
+    """End the session's profiling; return its events and delete its file ([] if already ended).
+
+    A session still profiling writes its file when it is destroyed: the engine ends it at its
+    first run, or when it is discarded.
+    """
+    path = session.end_profiling()
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            events: list[dict[str, Any]] = json.load(f)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read ONNX Runtime's profile %s: %s", path, exc)
+        events = []
+    Path(path).unlink(missing_ok=True)
+    return events
 
 
 def _require_gpu(
@@ -187,6 +230,7 @@ def _check(
     loaded = list(opened.session.get_providers())
     shortfall = gpu_shortfall(loaded, opened.mismatches)
     if opts.require_gpu and shortfall is not None:
+        take_profile(opened.session)  # discarded
         raise ProviderFallbackError(
             _refusal(opts, loaded, list(opened.mismatches), skipped, available)
         )
