@@ -12,6 +12,7 @@ bake it into Reshape constants, so a rewritten model would fail or mix images mi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -206,9 +207,12 @@ class Engine:
             log.warning(note)
 
     def __del__(self) -> None:
-        # An engine that never ran: its session would write its profile when destroyed.
+        # An engine that never ran: its session would write its profile when destroyed. A
+        # destructor has no one to report to (at interpreter exit modules may be gone already):
+        # what fails here leaves at most a file in the temp directory.
         if getattr(self, "_profiling", False):
-            take_profile(self.session)
+            with contextlib.suppress(Exception):
+                take_profile(self.session)
 
     def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
         """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.

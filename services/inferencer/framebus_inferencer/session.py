@@ -86,7 +86,9 @@ def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
     """
     available = ort.get_available_providers()
     wanted = [p.ort_name for p in opts.providers]
-    remaining = [name for name in wanted if name in available and name != CPU] + [CPU]
+    remaining = [name for name in wanted if name in available]
+    if CPU not in remaining:
+        remaining.append(CPU)  # ORT needs a provider for every node: the CPU takes the rest
     skipped = [name for name in wanted if name not in available]
     if skipped:
         log.info("providers not in this ONNX Runtime build, skipped", extra={"skipped": skipped})
