@@ -6,7 +6,7 @@ TEST_KAFKA_PORT ?= 29092
 TEST_CLUSTER_PORT ?= 24092
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps demo test test-cluster soak lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install test-deps demo test test-cluster test-gpu soak lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -29,9 +29,16 @@ demo: install
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
 ## Nothing is skipped: a test that cannot run its real part fails with the reason. The cluster
 ## tests (about 2 minutes) start a three-broker cluster of their own on TEST_CLUSTER_PORT..+5.
+## The `gpu` tests are deselected (and listed at the end as not run): `make test-gpu` runs them.
 test: install test-deps lint test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
-		$(BIN)/pytest -m "not soak" $(PYTEST_ARGS)
+		$(BIN)/pytest -m "not soak and not gpu" $(PYTEST_ARGS)
+
+## The `gpu` tests (tests/gpu), on a machine with an NVIDIA GPU: onnxruntime-gpu replaces
+## onnxruntime, with tensorrt-cu12-libs on LD_LIBRARY_PATH and the `gpu` extra (nvidia-ml-py).
+## Without them they fail, naming what is missing.
+test-gpu: install
+	$(BIN)/pytest -m gpu -rA $(PYTEST_ARGS)
 
 ## Only the three-broker cluster tests (part of `make test`): a partition leader SIGKILLed
 ## mid-stream on a cluster the tests start and wipe (brokers on TEST_CLUSTER_PORT..+2,

@@ -8,7 +8,8 @@ structure, widths and op mix (Conv + SiLU, C2f split/concat blocks, SPPF max-poo
 with Resize, a decoupled head) with random weights: about 8.7 GFLOPs at 640x640, for benchmarks.
 `with_static_batch` and `to_float16` turn any of them into a model as users often export it: with
 a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`);
-`with_dynamic_output_dims` hides its output shape until it runs.
+`with_dynamic_output_dims` hides its output shape until it runs; `with_dynamic_image_dims` makes
+the input ['batch', 3, 'height', 'width'], as Ultralytics' `dynamic=True` export does.
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ def _finish(graph: onnx.GraphProto, names: Sequence[str] | None) -> onnx.ModelPr
         )
     onnx.checker.check_model(model)
     return model
+
+
+def with_dynamic_image_dims(model: onnx.ModelProto, imgsz: bool = True) -> onnx.ModelProto:
+    """A copy of `model` whose input is ['batch', 3, 'height', 'width'] (Ultralytics `dynamic=True`).
+
+    Intermediate shapes are dropped so that nothing still states the exported size; without
+    `imgsz` the `imgsz` metadata goes too (an export that does not name its size).
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.value_info[:]
+    (inp,) = (i for i in out.graph.input if i.name not in {t.name for t in out.graph.initializer})
+    dims = inp.type.tensor_type.shape.dim
+    for i, name in ((0, "batch"), (2, "height"), (3, "width")):
+        dims[i].Clear()
+        dims[i].dim_param = name
+    if not imgsz:
+        kept = [p for p in out.metadata_props if p.key != "imgsz"]
+        del out.metadata_props[:]
+        out.metadata_props.extend(kept)
+    onnx.checker.check_model(out)
+    return out
 
 
 def with_dynamic_output_dims(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -34,6 +34,25 @@ def square_model(media_dir: Path) -> Path:
     return write_bright_square_model(media_dir / "bright-square.onnx")
 
 
+_not_run_gpu: list[str] = []  # `gpu` tests a `-m "not gpu"` run deselected
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Remember the `gpu` tests left out, to list them at the end."""
+    _not_run_gpu.extend(item.nodeid for item in items if item.get_closest_marker("gpu"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List the `gpu` tests not run here: deselected, not passed."""
+    if not _not_run_gpu:
+        return
+    terminalreporter.write_sep(
+        "=", f"{len(_not_run_gpu)} gpu tests NOT RUN here (need an NVIDIA GPU: make test-gpu)"
+    )
+    for nodeid in _not_run_gpu:
+        terminalreporter.write_line(nodeid)
+
+
 # A service thread that never ends keeps the interpreter from exiting after the last test (it
 # joins every non-daemon thread), and CI then waits out its whole time limit with no report. Past
 # librdkafka's longest wait (message.timeout.ms, 5 min) such a thread is stuck for good: its stack

@@ -1,8 +1,9 @@
 """Models as users export them, on the real broker: static batch 1, float16, another input size.
 
 Each model is the bright-square detector (`framebus_tools.synthetic`) exported the way a user's
-YOLO export comes: without `dynamic=True` (batch fixed at 1), with `half=True` (float16 input and
-output), or at a size that is not the frames' letterbox size. Heads of few anchors are decoded
+YOLO export comes: without `dynamic=True` (batch fixed at 1), with it (batch, height and width
+dynamic, the README's export), with `half=True` (float16 input and output), or at a size that is
+not the frames' letterbox size. Heads of few anchors are decoded
 right or refused before the first frame (`testkit.models`).
 """
 
@@ -30,8 +31,12 @@ from framebus.topology import TopicSettings
 from framebus_inferencer import service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.synthetic import write_bright_square_model
-from testkit.models import with_dynamic_output_dims, yolov8_model
+from framebus_tools.synthetic import bright_square_model, write_bright_square_model
+from testkit.models import (
+    with_dynamic_image_dims,
+    with_dynamic_output_dims,
+    yolov8_model,
+)
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 
@@ -161,6 +166,34 @@ def test_inferencer_when_model_has_static_batch_1_then_batches_loop_and_every_fr
     # Batches of several frames were formed and reported as such, each run as batch-1 calls.
     assert max(stats.batch_sizes) > 1
     assert max(d.batch_size for d in dets) == max(stats.batch_sizes)
+    assert stats.by_status == Counter({"INFERRED": FRAMES})
+
+
+def test_inferencer_when_readme_export_with_dynamic_height_and_width_then_every_frame_is_boxed(
+    kafka: KafkaSettings, topics: TopicFactory, tmp_path: Path
+) -> None:
+    # `yolo export ... dynamic=True` gives ['batch', 3, 'height', 'width']: it was refused at
+    # start-up. It runs at the frames' size (FRAMEBUS_INPUT_WIDTH/HEIGHT, as compose and the
+    # chart set them), here not the 640 its imgsz metadata names.
+    dynamic = with_dynamic_image_dims(bright_square_model(640))
+    model = tmp_path / "dynamic.onnx"
+    onnx.save(dynamic, str(model))
+    names = topics()
+    produce(kafka, names.frames_topic, FRAMES)
+    stats = InferencerStats()
+    s = settings_for(
+        kafka,
+        names,
+        model,
+        max_batch=4,
+        max_wait_ms=50,
+        input_width=SIZE,
+        input_height=SIZE,
+        stop_after_idle_s=3,
+    )
+    assert service.run(s, threading.Event(), stats) == 0
+    assert_every_square_found(detections_of(kafka, names.detections_topic, FRAMES))
+    assert stats.batch_mode == "batched" and max(stats.batch_sizes) > 1
     assert stats.by_status == Counter({"INFERRED": FRAMES})
 
 

@@ -11,6 +11,12 @@ framebus's side is the service's own path: the decoder's letterbox, the engine (
 graph surgery, static-batch loop), the head decoder and the mapping back to photo pixels. The
 reference is plain ONNX Runtime on the unmodified model with its own letterbox, YOLOv8 decode and
 NMS, written here with numpy and OpenCV only.
+
+framebus runs the model twice: as exported, and with its input made ['batch', 3, 'height',
+'width'], the shape the README's `yolo export ... dynamic=True` gives (framebus pins height and
+width to the size the `imgsz` metadata names). This is the same network with its input shape
+rewritten, not a re-export by Ultralytics (which would also compute its anchors from the input
+shape): PyTorch and Ultralytics are not installed here.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -35,8 +42,9 @@ from framebus_inferencer.engine import Engine
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.records import boxes_of
-from framebus_inferencer.settings import HeadFormat
+from framebus_inferencer.settings import HeadFormat, Provider
 from framebus_tools.localkafka import default_home
+from testkit.models import with_dynamic_image_dims
 
 pytestmark = pytest.mark.integration
 
@@ -206,12 +214,34 @@ def reference_detections(
     return out_boxes
 
 
-@pytest.fixture(scope="module")
-def engine(fall_model: Path) -> Engine:
-    """framebus's engine on the model, warmed up as the service does (head checked there)."""
-    eng = Engine(fall_model, EngineOptions(max_batch=1))
+def warm_engine(path: Path) -> Engine:
+    """framebus's engine on the model (CPU), warmed up as the service does (head checked there)."""
+    eng = Engine(path, EngineOptions(providers=(Provider.CPU,), max_batch=1))
     eng.warm_up()
     return eng
+
+
+@pytest.fixture(scope="module")
+def exported(fall_model: Path) -> Engine:
+    """The model as exported: static batch 1, 640 x 640."""
+    return warm_engine(fall_model)
+
+
+@pytest.fixture(scope="module")
+def dynamic(fall_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    """The model with input ['batch', 3, 'height', 'width'], as `dynamic=True` exports it."""
+    path = tmp_path_factory.mktemp("dynamic") / "fall-dynamic.onnx"
+    onnx.save(with_dynamic_image_dims(onnx.load(str(fall_model))), str(path))
+    return warm_engine(path)
+
+
+@pytest.fixture(scope="module", params=["as-exported", "dynamic-hw"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """framebus's engine on each form of the model."""
+    form: Engine = request.getfixturevalue(
+        "exported" if request.param == "as-exported" else "dynamic"
+    )
+    return form
 
 
 @pytest.fixture(scope="module")
@@ -223,11 +253,11 @@ def reference(fall_model: Path) -> tuple[ort.InferenceSession, dict[int, str]]:
 
 
 def test_pretrained_model_when_loaded_then_yolov8_static_batch_1_with_its_class_names(
-    engine: Engine, reference: tuple[ort.InferenceSession, dict[int, str]]
+    exported: Engine, reference: tuple[ort.InferenceSession, dict[int, str]]
 ) -> None:
-    assert engine.info.head is HeadFormat.YOLOV8
-    assert engine.info.static_batch == 1 and engine.buckets == (1,)
-    assert engine.info.class_names == ("Normal", "Fall")
+    assert exported.info.head is HeadFormat.YOLOV8
+    assert exported.info.static_batch == 1 and exported.buckets == (1,)
+    assert exported.info.class_names == ("Normal", "Fall")
     assert reference[1] == {0: "Normal", 1: "Fall"}
     assert [o.shape for o in reference[0].get_outputs()] == [[1, 6, 8400]]
 
@@ -257,6 +287,17 @@ def test_pretrained_model_when_real_photo_then_framebus_boxes_equal_the_referenc
     if name == "person.jpg":  # a man standing between a dog and a horse
         standing = [f for f in ours if f.name == "Normal" and iou(f.xyxy, PERSON_BOX) >= 0.6]
         assert standing, f"the standing person {PERSON_BOX} not found in person.jpg: {ours}"
+
+
+def test_pretrained_model_when_dynamic_height_width_export_then_pinned_to_imgsz_and_same_boxes(
+    exported: Engine, dynamic: Engine
+) -> None:
+    # The README's export: it was refused at load ("expected [N, 3, H, W] with fixed C, H, W").
+    assert dynamic.info.input.exported_shape == "[N, 3, 640, 640] float32"
+    assert dynamic.info.head is HeadFormat.YOLOV8
+    for name in ("person.jpg", "dog.jpg", "horses.jpg"):
+        rgb = photo(name)
+        assert framebus_detections(dynamic, rgb) == framebus_detections(exported, rgb), name
 
 
 def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:

@@ -12,12 +12,12 @@ bake it into Reshape constants, so a rewritten model would fail or mix images mi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,35 +25,30 @@ import google.protobuf.message  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
 import onnx
-import onnxruntime as ort
 
 from framebus.errors import ModelError
-from framebus_inferencer.graph import InputSpec, prepend_uint8_input
+from framebus_inferencer.fallback import ProviderMismatch
+from framebus_inferencer.graph import InputSpec
 from framebus_inferencer.model import ModelInfo, static_batch_note
+from framebus_inferencer.orterrors import ORT_ERRORS, is_memory_failure
 from framebus_inferencer.postprocess import Decoder, check_head, class_names, detect_head
 from framebus_inferencer.providers import (
     GPU_PROVIDERS,
     EngineOptions,
+    LimitedBy,
+    MemoryLimit,
     batch_buckets,
     bucket_for,
-    cpu_arena_config,
-    cpu_session_config,
-    provider_chain,
 )
+from framebus_inferencer.ranby import graph_provider, idle_note, provider_times, time_shares
+from framebus_inferencer.session import open_session, take_profile
 from framebus_inferencer.settings import HeadFormat
 from framebus_inferencer.slot import InputSlot, OutputLayout
 
 log = logging.getLogger(__name__)
 
-_ORT_ERRORS: tuple[type[BaseException], ...] = (
-    RuntimeError,
-    ort.capi.onnxruntime_pybind11_state.Fail,
-    ort.capi.onnxruntime_pybind11_state.RuntimeException,
-)
 _LOAD_ERRORS: tuple[type[BaseException], ...] = (
-    *_ORT_ERRORS,
-    ort.capi.onnxruntime_pybind11_state.InvalidProtobuf,
-    ort.capi.onnxruntime_pybind11_state.InvalidGraph,
+    *ORT_ERRORS,
     onnx.onnx_cpp2py_export.checker.ValidationError,
     onnx.onnx_cpp2py_export.shape_inference.InferenceError,
     # A file that is not an ONNX protobuf at all fails in onnx.load before ORT sees it.
@@ -61,18 +56,12 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 WARM_UP_RUNS = 3
-_OOM_MARKERS = ("Available memory of", "Failed to allocate", "out of memory", "bfc_arena")
-
-_arena_lock = threading.Lock()
-_registered_arena: dict[str, int] = {}  # the process-wide CPU arena ONNX Runtime allows
+CPU_KNOB = "FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
+GPU_KNOB = "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
 
 
 class EngineMemoryError(ModelError):
     """A batch does not fit in the configured memory arena."""
-
-
-class ProviderFallbackError(ModelError):
-    """`require_gpu` is set but no GPU provider really loaded."""
 
 
 class InferenceError(ModelError):
@@ -96,15 +85,20 @@ class Engine:
             )
         try:
             raw = model_path.read_bytes()
-            model, spec = prepend_uint8_input(
-                onnx.load_from_string(raw), dequantize=not self._may_use_tensorrt()
-            )
-            self.session = self._session(model, spec)
+            opened = open_session(onnx.load_from_string(raw), self.options)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
+        self.session = opened.session
+        # The session profiles its first run only (session.py): kernel time per provider.
+        self._profiling = True
+        self._profile_lock = threading.Lock()
+        self.provider_times: dict[str, float] = {}
+        spec = opened.spec
+        # Providers asked for that do not run as asked (logged as errors, exported as a metric).
+        self.fallbacks: tuple[ProviderMismatch, ...] = opened.mismatches
+        self.memory_limit: MemoryLimit = opened.memory
         self.provider: str = self.session.get_providers()[0]
         self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
-        self._check_gpu()
         self.info = self._model_info(model_path, raw, spec, labels_path, head)
         static = self.info.static_batch
         self.buckets = (static,) if static else batch_buckets(self.options.max_batch)
@@ -116,48 +110,13 @@ class Engine:
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))
 
-    def _may_use_tensorrt(self) -> bool:
-        """True when TensorRT is asked for and this ONNX Runtime offers it."""
-        asked = any(p.ort_name == "TensorrtExecutionProvider" for p in self.options.providers)
-        return asked and "TensorrtExecutionProvider" in ort.get_available_providers()
-
-    def _session(self, model: onnx.ModelProto, spec: InputSpec) -> ort.InferenceSession:
-        opts = self.options
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if opts.intra_op_threads:
-            so.intra_op_num_threads = opts.intra_op_threads
-        arena = cpu_arena_config(opts)
-        if arena is not None:
-            register_cpu_arena(arena)
-        for key, value in cpu_session_config(opts, ort.get_available_providers()).items():
-            so.add_session_config_entry(key, value)
-        # A static batch is the only shape TensorRT may build its profile for.
-        chain_opts = replace(opts, max_batch=spec.batch) if spec.batch else opts
-        chain = provider_chain(
-            chain_opts, spec.name, spec.bound_shape, ort.get_available_providers()
-        )
-        for name, provider_opts in chain:
-            if name == "TensorrtExecutionProvider":
-                Path(str(provider_opts["trt_engine_cache_path"])).mkdir(parents=True, exist_ok=True)
-        log.info("creating ONNX Runtime session", extra={"providers": [n for n, _ in chain]})
-        return ort.InferenceSession(
-            model.SerializeToString(),
-            so,
-            providers=[n for n, _ in chain],
-            provider_options=[o for _, o in chain],
-        )
-
-    def _check_gpu(self) -> None:
-        loaded = self.session.get_providers()
-        if self.options.require_gpu and not GPU_PROVIDERS.intersection(loaded):
-            wanted = [p.ort_name for p in self.options.providers]
-            raise ProviderFallbackError(
-                f"FRAMEBUS_REQUIRE_GPU is set but no GPU provider loaded: requested {wanted}, "
-                f"this ONNX Runtime offers {ort.get_available_providers()}, loaded {loaded}. "
-                "Install onnxruntime-gpu with matching CUDA/cuDNN/TensorRT libraries, or unset "
-                "FRAMEBUS_REQUIRE_GPU to run on the CPU."
-            )
+    def _limit_words(self) -> str:
+        limit = self.memory_limit
+        if limit.enforced_by is LimitedBy.CPU_ARENA:
+            return f"the cpu memory arena limit of {limit.limit_bytes} bytes ({CPU_KNOB})"
+        if limit.enforced_by is LimitedBy.NONE:
+            return f"the {self.device} memory (no limit holds with {self.provider} first)"
+        return f"the cuda memory arena limit of {limit.limit_bytes} bytes ({GPU_KNOB})"
 
     def _model_info(
         self,
@@ -187,10 +146,8 @@ class Engine:
 
     @property
     def arena_limit_bytes(self) -> int:
-        """The memory cap of the provider in use (0 = none)."""
-        if self.device == "cuda":
-            return self.options.gpu_mem_limit_bytes
-        return self.options.cpu_arena_limit_bytes
+        """The memory limit that holds for the provider in use (0 = none)."""
+        return self.memory_limit.limit_bytes
 
     def _new_slot(self, bucket: int) -> InputSlot:
         device = (self.device, self.options.device_id)
@@ -223,8 +180,39 @@ class Engine:
                 timings[bucket] = (time.perf_counter() - started) * 1000
             decoder.check(outputs, bucket)
         self.warmed_up = True
-        log.info("warm-up done", extra={"provider": self.provider, "ms_per_bucket": timings})
+        log.info(
+            "warm-up done",
+            extra={
+                "provider": self.graph_provider,
+                "registered_provider": self.provider,
+                "kernel_time_share": time_shares(self.provider_times),
+                "ms_per_bucket": timings,
+            },
+        )
         return timings
+
+    @property
+    def graph_provider(self) -> str:
+        """The provider that ran most of the graph in the first run (before it: the registered)."""
+        return graph_provider(self.provider_times, self.provider)
+
+    def _end_profiling(self) -> None:
+        with self._profile_lock:
+            if not self._profiling:
+                return
+            self._profiling = False
+            self.provider_times = provider_times(take_profile(self.session))
+        note = idle_note(self.provider_times, self.provider)
+        if note is not None:
+            log.warning(note)
+
+    def __del__(self) -> None:
+        # An engine that never ran: its session would write its profile when destroyed. A
+        # destructor has no one to report to (at interpreter exit modules may be gone already):
+        # what fails here leaves at most a file in the temp directory.
+        if getattr(self, "_profiling", False):
+            with contextlib.suppress(Exception):
+                take_profile(self.session)
 
     def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
         """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.
@@ -304,12 +292,20 @@ class Engine:
         return self._run(slot, n)
 
     def _run(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:
+        # Every binding call is inside: run_with_iobinding wraps a failed run in RuntimeError,
+        # but the copy to the device and the output calls raise the binding's own classes.
+        try:
+            return self._run_unguarded(slot)
+        except ORT_ERRORS as exc:
+            raise self._explain(exc, n, slot.bucket) from exc
+        finally:
+            if self._profiling:
+                self._end_profiling()
+
+    def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:
         if self.device != "cpu":
             slot.input.update_inplace(slot.staging)
-        try:
-            self.session.run_with_iobinding(slot.binding)
-        except _ORT_ERRORS as exc:
-            raise self._explain(exc, n, slot.bucket) from exc
+        self.session.run_with_iobinding(slot.binding)
         if slot.outputs is None:
             if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
                 return list(slot.binding.copy_outputs_to_cpu())
@@ -319,34 +315,13 @@ class Engine:
         return slot.outputs
 
     def _explain(self, exc: BaseException, n: int, bucket: int) -> ModelError:
-        text = str(exc)
-        if any(marker in text for marker in _OOM_MARKERS):
-            limit = self.arena_limit_bytes
-            knob = (
-                "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
-                if self.device == "cuda"
-                else ("FRAMEBUS_CPU_ARENA_LIMIT_BYTES")
-            )
+        text = str(exc) or type(exc).__name__
+        if is_memory_failure(exc):
             return EngineMemoryError(
-                f"a batch of {n} frames (bucket {bucket}) does not fit in the {self.device} memory "
-                f"arena limit of {limit} bytes ({knob}); raise the limit or lower "
-                f"FRAMEBUS_MAX_BATCH. ONNX Runtime said: {text.splitlines()[0][:300]}"
+                f"a batch of {n} frames (bucket {bucket}) does not fit in "
+                f"{self._limit_words()}; raise the limit or lower FRAMEBUS_MAX_BATCH. "
+                f"ONNX Runtime said: {text.splitlines()[0][:300]}"
             )
-        return InferenceError(f"inference of a batch of {n} frames failed: {text[:500]}")
-
-
-def register_cpu_arena(config: dict[str, int]) -> None:
-    """Register the process-wide capped CPU arena (ONNX Runtime allows one per process)."""
-    with _arena_lock:
-        if _registered_arena:
-            if _registered_arena != config:
-                raise ModelError(
-                    f"a CPU arena with {_registered_arena} is already registered in this process; "
-                    "ONNX Runtime allows one: use the same FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
-                )
-            return
-        info = ort.OrtMemoryInfo(
-            "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+        return InferenceError(
+            f"inference of a batch of {n} frames failed ({type(exc).__name__}): {text[:500]}"
         )
-        ort.create_and_register_allocator(info, ort.OrtArenaCfg(config))
-        _registered_arena.update(config)

@@ -11,10 +11,14 @@ A float16
 export (`half=True`) gets its Cast to float16 and a float16 scale, so no float32 tensor is made.
 The batch dimension is kept as exported: a static batch (an export without `dynamic=True`) is
 reported in `InputSpec.batch`, and the engine runs such a model one static batch at a time.
+Height and width left dynamic (Ultralytics' `dynamic=True` makes batch, height and width dynamic)
+are pinned to one size: the frames' letterbox size when it is configured, else the size the
+model's `imgsz` metadata names; frames all come at one size, and TensorRT builds for one.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +37,8 @@ class InputSpec:
     `batch` is the exported batch dimension when it is a fixed number (None when dynamic);
     `dtype` is the element type the model computes in (`float32`, `float16`, or `uint8`);
     `planar`: the bound input is uint8 [N, C, H, W] (frames are split into planes as they are
-    staged), else [N, H, W, C] (a model that takes uint8 NHWC itself).
+    staged), else [N, H, W, C] (a model that takes uint8 NHWC itself); `to_float`: the prepended
+    conversion, `DequantizeLinear` or `Cast+Mul` (`none` for a uint8 model).
     """
 
     name: str
@@ -43,6 +48,7 @@ class InputSpec:
     batch: int | None = None
     dtype: str = "float32"
     planar: bool = False
+    to_float: str = "none"
 
     @property
     def bound_shape(self) -> tuple[int, int, int]:
@@ -80,6 +86,18 @@ def image_input(model: onnx.ModelProto) -> onnx.ValueInfoProto:
     return found
 
 
+def _pin(value_info: onnx.ValueInfoProto, dims: list[int | str]) -> None:
+    """Give `value_info` the shape `dims` (ints fixed, strings symbolic)."""
+    shape = value_info.type.tensor_type.shape
+    del shape.dim[:]
+    for d in dims:
+        dim = shape.dim.add()
+        if isinstance(d, int):
+            dim.dim_value = d
+        else:
+            dim.dim_param = d
+
+
 def _static_batch(dim: int | str) -> int | None:
     return dim if isinstance(dim, int) and dim > 0 else None
 
@@ -88,12 +106,59 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
+def metadata_size(model: onnx.ModelProto) -> tuple[int, int] | None:
+    """(height, width) from the model's `imgsz` metadata (Ultralytics: `[640, 640]` or `640`)."""
+    raw = next((p.value for p in model.metadata_props if p.key == "imgsz"), None)
+    if raw is None:
+        return None
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, int):
+        value = [value, value]
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and v > 0 for v in value)
+    ):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def image_size(
+    model: onnx.ModelProto, dims: list[int | str], planar: bool, size: tuple[int, int] | None
+) -> tuple[int, int]:
+    """The (height, width) the image input runs at: as exported, else pinned (module docstring).
+
+    `dims` is the input's shape, [N, C, H, W] when `planar` else [N, H, W, C]; `size` is the
+    configured (height, width) of the frames, or None when not configured. A fixed dimension is
+    kept even when `size` differs: `model.check_input_size` then names both sizes.
+    """
+    height, width = (dims[2], dims[3]) if planar else (dims[1], dims[2])
+    if isinstance(height, int) and isinstance(width, int):
+        return height, width
+    pinned = size or metadata_size(model)
+    if pinned is None:
+        raise ModelError(
+            f"model input {image_input(model).name} has shape {dims}: its height and width are "
+            "dynamic and its metadata names no `imgsz`, so framebus cannot tell which size to "
+            "run it at: set FRAMEBUS_INPUT_WIDTH and FRAMEBUS_INPUT_HEIGHT (--input-width, "
+            "--input-height) to the decoder's letterbox size"
+        )
+    return (
+        height if isinstance(height, int) else pinned[0],
+        width if isinstance(width, int) else pinned[1],
+    )
+
+
 def prepend_uint8_input(
-    model: onnx.ModelProto, dequantize: bool = True
+    model: onnx.ModelProto, dequantize: bool = True, size: tuple[int, int] | None = None
 ) -> tuple[onnx.ModelProto, InputSpec]:
     """Return a copy of `model` whose input is uint8 [N, 3, H, W], plus that input's spec.
 
-    A model whose input is already uint8 NHWC is returned unchanged. With `dequantize` the
+    Dynamic H and W are pinned to `size` (height, width), else to the model's `imgsz` metadata.
+    A model whose input is already uint8 NHWC is returned as it is (its H and W pinned). With `dequantize` the
     uint8 -> float step is one DequantizeLinear (x * 1/255, zero point 0: the same arithmetic as
     Cast then Mul, in one pass, so faster on ONNX Runtime's CPU provider: docs/benchmarks.md).
     TensorRT reads Q/DQ nodes as INT8 quantization, so the engine asks for the
@@ -104,18 +169,23 @@ def prepend_uint8_input(
     elem = inp.type.tensor_type.elem_type
     if len(dims) != 4:
         raise ModelError(f"model input {inp.name} has shape {dims}; expected [N, 3, H, W]")
-    if elem == TensorProto.UINT8 and isinstance(dims[3], int) and dims[3] == 3:
-        return model, InputSpec(
-            inp.name, int(dims[1]), int(dims[2]), 3, _static_batch(dims[0]), "uint8"
-        )
-    if not (isinstance(dims[1], int) and isinstance(dims[2], int) and isinstance(dims[3], int)):
+    if elem == TensorProto.UINT8 and dims[3] == 3:
+        height, width = image_size(model, dims, False, size)
+        spec = InputSpec(inp.name, height, width, 3, _static_batch(dims[0]), "uint8")
+        if [height, width] == dims[1:3]:
+            return model, spec
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        _pin(out.graph.input[list(model.graph.input).index(inp)], [dims[0], height, width, 3])
+        return out, spec
+    if dims[1] != 3:
         raise ModelError(
-            f"model input {inp.name} has shape {dims}; expected [N, 3, H, W] with fixed C, H, W "
-            "(export with a fixed image size; a dynamic batch is fine)"
+            f"model input {inp.name} has shape {dims}; expected [N, 3, H, W] with 3 channels"
         )
     if elem not in (TensorProto.FLOAT, TensorProto.FLOAT16):
         raise ModelError(f"model input {inp.name} is {TensorProto.DataType.Name(elem)}")
-    channels, height, width = int(dims[1]), int(dims[2]), int(dims[3])
+    channels = 3
+    height, width = image_size(model, dims, True, size)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
@@ -149,6 +219,7 @@ def prepend_uint8_input(
             helper.make_node("Cast", [name], [name + "__framebus_f"], to=elem),
             helper.make_node("Mul", [name + "__framebus_f", name + "__framebus_scale"], [internal]),
         ]
+    conversion = "+".join(n.op_type for n in to_float)
     nodes = to_float + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
@@ -160,4 +231,5 @@ def prepend_uint8_input(
     graph.input.remove(graph.input[idx])
     graph.input.insert(idx, new_input)
     dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
-    return out, InputSpec(name, height, width, channels, _static_batch(batch), dtype, planar=True)
+    spec = InputSpec(name, height, width, channels, _static_batch(batch), dtype, True, conversion)
+    return out, spec

@@ -86,10 +86,38 @@ class StatsCollector:
                 g.add_metric([str(q)], recent[int(q * (len(recent) - 1))] if recent else 0.0)
             yield g
         provider = GaugeMetricFamily(
-            "framebus_inferencer_provider", "Execution provider in use", labels=["provider"]
+            "framebus_inferencer_provider",
+            "Execution provider that ran the graph (most kernel time in the first, profiled run; "
+            "the registered one before it)",
+            labels=["provider"],
         )
         provider.add_metric([s.provider or "none"], 1)
         yield provider
+        registered = GaugeMetricFamily(
+            "framebus_inferencer_provider_registered",
+            "The session's first registered execution provider (it may run no node)",
+            labels=["provider"],
+        )
+        registered.add_metric([s.registered_provider or "none"], 1)
+        yield registered
+        share = GaugeMetricFamily(
+            "framebus_inferencer_provider_time_share",
+            "Fraction of the first run's node kernel time per execution provider",
+            labels=["provider"],
+        )
+        for name, fraction in sorted(s.provider_time_share.items()):
+            share.add_metric([name], fraction)
+        yield share
+        fallbacks = GaugeMetricFamily(
+            "framebus_inferencer_provider_fallbacks",
+            "1 for each execution provider asked for that does not run as asked: failed (its "
+            "session creation raised), not_loaded (ONNX Runtime left it out), options (it "
+            "loaded with other options); the log says why",
+            labels=["provider", "kind"],
+        )
+        for name, kind in s.provider_fallbacks:
+            fallbacks.add_metric([name, kind], 1)
+        yield fallbacks
         mode = GaugeMetricFamily(
             "framebus_inferencer_engine_batch_mode",
             "How a batch runs: batched (one call per batch) or loop (the model has a static "
@@ -103,11 +131,14 @@ class StatsCollector:
             "The model's fixed batch size (0: dynamic batch)",
             value=s.static_batch,
         )
-        yield GaugeMetricFamily(
+        limit = GaugeMetricFamily(
             "framebus_inferencer_arena_limit_bytes",
-            "Memory arena limit of the provider in use",
-            value=s.arena_limit_bytes,
+            "Memory limit that holds for the provider in use (0: none), the allocator that "
+            "enforces it, and what it does not cover (tensorrt_engines: TensorRT's own memory)",
+            labels=["enforced_by", "excludes"],
         )
+        limit.add_metric([s.arena_limit_enforced_by, s.arena_limit_excludes], s.arena_limit_bytes)
+        yield limit
         yield from self._histograms()
         yield from self._lag()
         yield self._memory()
@@ -139,21 +170,24 @@ class StatsCollector:
         s = self.stats
         memory = GaugeMetricFamily(
             "framebus_inferencer_memory_bytes",
-            "Memory in use: process RSS, configured arena limit, GPU memory (NVML, gpu extra)",
+            "Memory: process RSS, the arena limit that holds, GPU memory (NVML, gpu extra): "
+            "gpu_used this process's, gpu_device_used every process's, gpu_total",
             labels=["kind"],
         )
         memory.add_metric(["process_rss"], process_rss_bytes())
         memory.add_metric(["arena_limit"], s.arena_limit_bytes)
-        if s.provider in GPU_PROVIDERS:
+        if {s.provider, s.registered_provider}.intersection(GPU_PROVIDERS):
             try:
-                gpu = gpu_memory_bytes(s.device_id)
+                found = gpu_memory(s.device_id)
             except Exception as exc:  # noqa: BLE001 - an NVML error must not break the scrape
                 s.error("nvml")
                 log.warning("NVML memory query failed: %s", exc)
-                gpu = None
-            if gpu is not None:
-                memory.add_metric(["gpu_used"], gpu[0])
-                memory.add_metric(["gpu_total"], gpu[1])
+                found = None
+            if found is not None:
+                if found.process_used is not None:
+                    memory.add_metric(["gpu_used"], found.process_used)
+                memory.add_metric(["gpu_device_used"], found.device_used)
+                memory.add_metric(["gpu_total"], found.total)
         return memory
 
 
@@ -177,17 +211,19 @@ def process_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def gpu_memory_bytes(device_id: int) -> tuple[int, int] | None:
-    """(used, total) of the GPU through NVML, or None (logged once) when NVML or the GPU is missing.
+def gpu_memory(device_id: int) -> gpu.GpuMemory | None:
+    """CUDA device `device_id`'s memory through NVML; None (logged once) when it cannot be read.
 
-    Without the `gpu` extra, or without a driver, /metrics has no GPU gauges rather than wrong ones.
+    Without the `gpu` extra, or without a driver, /metrics has no GPU gauges rather than wrong
+    ones; without this process's own figure (NVML does not list it) no `gpu_used`, said once.
     """
-    used_total = gpu.gpu_memory_bytes(device_id)
+    found = gpu.gpu_memory(device_id)
     global _warned  # noqa: PLW0603 - once per process, as NVML is asked once
-    if used_total is None and not _warned:
-        log.warning("no GPU memory metric: %s", gpu.nvml()[1] or f"NVML has no device {device_id}")
+    if not _warned and (found is None or found.process_used is None):
+        why = gpu.why_no_memory(device_id) if found is None else found.process_note
+        log.warning("no GPU memory metric of this process: %s", why)
         _warned = True
-    return used_total
+    return found
 
 
 _warned = False

@@ -33,6 +33,8 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
     return EngineOptions(
         providers=settings.providers,
         max_batch=settings.max_batch,
+        input_width=settings.input_width,
+        input_height=settings.input_height,
         device_id=settings.device_id,
         trt_fp16=settings.trt_fp16,
         trt_cache_dir=settings.trt_cache_dir,
@@ -57,14 +59,22 @@ def build_engine(settings: InferencerSettings) -> Engine:
         "model loaded",
         extra={
             "model": engine.info.name,
-            "provider": engine.provider,
+            "registered_provider": engine.provider,
             "head": engine.info.head.value,
             "input": engine.info.input.exported_shape,
+            "input_conversion": engine.info.input.to_float,
             "batch_mode": engine.info.batch_mode.value,
             "buckets": engine.buckets,
         },
     )
     return engine
+
+
+def describe_engine(stats: InferencerStats, engine: Engine) -> None:
+    """Put what /metrics says of the loaded engine into `stats`."""
+    stats.batch_mode = engine.info.batch_mode.value
+    stats.static_batch = engine.info.static_batch or 0
+    stats.provider_fallbacks = tuple((m.provider, m.kind.value) for m in engine.fallbacks)
 
 
 def run(
@@ -82,8 +92,7 @@ def run(
     engine = engine or build_engine(settings)
     # Before consuming: frames of another size would each be dead-lettered, mid-stream.
     check_input_size(engine.info, settings.input_width, settings.input_height)
-    stats.batch_mode = engine.info.batch_mode.value
-    stats.static_batch = engine.info.static_batch or 0
+    describe_engine(stats, engine)
     health = Health()
     server = (
         start_health_server(settings.http_port, stats, health, KafkaCheck(settings.kafka))

@@ -80,7 +80,8 @@ class InferencerSettings:
     input_width: int = setting(
         0,
         "Width the decoder letterboxes frames to (the decoder's setting of the same name); "
-        "start-up fails unless it is the model's input width (0 = the model's, unchecked).",
+        "start-up fails unless it is the model's input width; a model exported with dynamic "
+        "height and width runs at this size (0 = the model's, or its `imgsz` metadata's).",
     )
     input_height: int = setting(
         0, "Height the decoder letterboxes frames to; checked like input_width (0 = the model's)."
@@ -122,7 +123,9 @@ class InferencerSettings:
     )
     trt_workspace_bytes: int = setting(2 * 1024**3, "TensorRT: builder workspace limit, bytes.")
     gpu_mem_limit_bytes: int = setting(
-        4 * 1024**3, "CUDA: arena limit on GPU memory, bytes (arena grows as requested)."
+        4 * 1024**3,
+        "GPU: limit on ONNX Runtime's GPU memory, bytes (the CUDA provider's arena; with "
+        "TensorRT first a shared CUDA arena; TensorRT's engines are outside it).",
     )
     cudnn_conv_algo_search: CudnnConvAlgoSearch = setting(
         CudnnConvAlgoSearch.HEURISTIC, "CUDA: how cuDNN picks convolution algorithms."

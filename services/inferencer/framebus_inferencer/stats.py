@@ -140,8 +140,14 @@ DROP_REASONS = {FrameStatus.DROPPED_STALE: "stale", FrameStatus.FAILED: "failed"
 class InferencerStats:
     """What the inferencer did so far; every method is safe to call from any thread."""
 
-    provider: str = ""
+    provider: str = ""  # the provider that ran the graph (the registered one until warm-up)
+    registered_provider: str = ""  # the session's first registered provider
+    provider_time_share: dict[str, float] = field(default_factory=dict)  # first run's kernel time
+    # Providers asked for that do not run as asked: (provider, kind), kind a MismatchKind value.
+    provider_fallbacks: tuple[tuple[str, str], ...] = ()
     arena_limit_bytes: int = 0
+    arena_limit_enforced_by: str = "none"  # a providers.LimitedBy value
+    arena_limit_excludes: str = "none"  # e.g. tensorrt_engines: allocations the limit misses
     batch_mode: str = ""  # "batched", or "loop" for a static-batch model (see engine.BatchMode)
     static_batch: int = 0  # the model's fixed batch size; 0 when its batch is dynamic
     warmed_up: bool = False

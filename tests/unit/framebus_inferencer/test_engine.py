@@ -11,10 +11,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from framebus_inferencer.engine import Engine, ProviderFallbackError
+from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
+from framebus_inferencer.session import ProviderFallbackError
 from framebus_inferencer.settings import HeadFormat, Provider
 from testkit.models import end2end_model, end2end_nms_model, yolov5_model, yolov8_model
 

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from framebus.errors import ConfigError, ModelError
 from framebus.telemetry.health import Health
-from framebus_inferencer import engine as engine_module
+from framebus_inferencer import session as session_module
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
 from framebus_inferencer.metrics import StatsCollector
@@ -107,13 +107,13 @@ def test_engine_when_static_batch_then_provider_options_built_for_that_batch_onl
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
-    real = engine_module.provider_chain
+    real = session_module.provider_chain
 
     def chain(opts: EngineOptions, *args: object) -> list[tuple[str, dict[str, object]]]:
         seen.append(opts.max_batch)  # TensorRT's profile runs from batch 1 to this
         return real(opts, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(engine_module, "provider_chain", chain)
+    monkeypatch.setattr(session_module, "provider_chain", chain)
     Engine(write_bright_square_model(tmp_path / "s.onnx", SIZE, static_batch=1), EngineOptions())
     Engine(write_bright_square_model(tmp_path / "d.onnx", SIZE), EngineOptions(max_batch=8))
     assert seen == [1, 8]

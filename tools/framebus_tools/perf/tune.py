@@ -24,8 +24,8 @@ import numpy.typing as npt
 
 from framebus.errors import ConfigError, FramebusError
 from framebus.settings import check, setting
-from framebus_inferencer.gpu import gpu_memory_bytes, nvml
 from framebus_tools.perf.knee import BatchPoint, Budget, Recommendation, recommend
+from framebus_tools.perf.memory import HOST_RSS, MemorySource, memory_mb, memory_source
 
 
 class BatchRunner(Protocol):
@@ -93,23 +93,6 @@ class LayoutResult:
         return f"1 inferencer x {self.threads} threads"
 
 
-GPU_MEMORY = "gpu"
-HOST_RSS = "host_rss"
-
-
-@dataclass(frozen=True)
-class MemorySource:
-    """What tune's peak memory figures are: GPU memory in use (NVML) or this process's RSS."""
-
-    kind: str  # GPU_MEMORY or HOST_RSS
-    note: str  # what was measured, and why host memory on a GPU provider
-
-    @property
-    def column(self) -> str:
-        """The table's header for the peak memory column."""
-        return "GPU MB" if self.kind == GPU_MEMORY else "RSS MB"
-
-
 @dataclass
 class TuneResult:
     """Everything tune measured and concluded."""
@@ -163,45 +146,6 @@ def batch_sizes(limit: int) -> list[int]:
         sizes.append(b)
         b *= 2
     return sizes
-
-
-def gpu_used_mb() -> float | None:
-    """GPU memory in use on device 0 via NVML, MB; None without an NVIDIA GPU and nvidia-ml-py."""
-    used_total = gpu_memory_bytes(0)
-    return None if used_total is None else used_total[0] / 1e6
-
-
-def memory_source(provider: str) -> MemorySource:
-    """GPU memory on a GPU provider when NVML answers, else host RSS, with a note saying which."""
-    if provider == "CPUExecutionProvider":
-        return MemorySource(HOST_RSS, "peak memory is this process's host RSS (CPU provider)")
-    if gpu_used_mb() is not None:
-        return MemorySource(GPU_MEMORY, "peak memory is GPU memory in use on device 0 (NVML)")
-    why = nvml()[1] or "NVML found no device 0"
-    return MemorySource(
-        HOST_RSS,
-        f"peak memory is this process's host RSS, NOT GPU memory: {provider} runs on the GPU "
-        f"but {why}",
-    )
-
-
-def memory_mb(source: MemorySource) -> float:
-    """The memory `source` measures now, MB."""
-    if source.kind == GPU_MEMORY:
-        # NVML answered at the start: a failed read adds nothing to the peak, no host RSS mixed in.
-        used = gpu_used_mb()
-        return 0.0 if used is None else used
-    return rss_mb()
-
-
-def rss_mb() -> float:
-    """Resident memory of this process, MB (Linux /proc; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            pages = int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def measure_batch(

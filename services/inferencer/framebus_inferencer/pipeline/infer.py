@@ -23,6 +23,7 @@ from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work, 
 from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.ranby import time_shares
 from framebus_inferencer.records import Outgoing, Received, boxes_of, detections
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.slot import InputSlot
@@ -69,8 +70,11 @@ class Inference:
     def run(self) -> None:
         """Warm up, then process batches until the receiver ends the queue."""
         ctl = self.control
-        self.stats.provider = self.engine.provider
-        self.stats.arena_limit_bytes = self.engine.arena_limit_bytes
+        self.stats.provider = self.stats.registered_provider = self.engine.provider
+        limit = self.engine.memory_limit
+        self.stats.arena_limit_bytes = limit.limit_bytes
+        self.stats.arena_limit_enforced_by = limit.enforced_by.value
+        self.stats.arena_limit_excludes = limit.excludes
         ctl.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         try:
             self.engine.warm_up()  # also refuses a head its outputs cannot be decoded as
@@ -81,6 +85,9 @@ class Inference:
         if self.staging is not None:
             held = self.staging.warm_up()
             log.info("input slots ready", extra={"bytes": held})
+        # Which provider ran the graph is known once it ran (the warm-up's profiled first run).
+        self.stats.provider = self.engine.graph_provider
+        self.stats.provider_time_share = time_shares(self.engine.provider_times)
         self.stats.warmed_up = True
         ctl.warmed.set()
         while True:
