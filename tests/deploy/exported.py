@@ -21,12 +21,12 @@ from framebus.telemetry.health import HealthServer
 from framebus_alerts.engine import EngineStats
 from framebus_alerts.stats import AlertsStats
 from framebus_alerts.telemetry import alerts_telemetry
-from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
+from framebus_decoder.telemetry import decoder_telemetry
 from framebus_inferencer.batcher import CloseReason
 from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.stats import InferencerStats
-from framebus_tracker.service import TrackerStats
+from framebus_tracker.stats import TrackerStats
 from framebus_tracker.telemetry import tracker_telemetry
 
 CAMERA = "cam-1"
@@ -57,8 +57,9 @@ def decoder() -> HealthServer:
     stats.drop(CAMERA, "backpressure_drop_oldest")
     stats.error(CAMERA, "stall", "no frame for 10 s")
     stats.set_state(CAMERA, CameraState.STREAMING)
-    registry, health = decoder_telemetry(stats, KafkaSettings())
-    return HealthServer(0, health, registry).start()
+    server = decoder_telemetry(0, stats, KafkaSettings()).server
+    assert server is not None
+    return server.start()
 
 
 def inferencer() -> HealthServer:
@@ -87,7 +88,9 @@ def tracker() -> HealthServer:
         counter[CAMERA] += 1
     stats.not_looked_at[(CAMERA, "DROPPED_STALE")] += 1
     stats.active_tracks[CAMERA] = 1
-    return tracker_telemetry(0, stats).server.start()
+    server = tracker_telemetry(0, stats).server
+    assert server is not None
+    return server.start()
 
 
 def alerts() -> HealthServer:
@@ -96,7 +99,9 @@ def alerts() -> HealthServer:
     stats.engine.frames[CAMERA] += 1
     stats.engine.not_looked_at[(CAMERA, "FAILED")] += 1
     stats.delivered["loitering"] += 1
-    return alerts_telemetry(0, stats, "framebus.tracks").server.start()
+    server = alerts_telemetry(0, stats, "framebus.tracks").server
+    assert server is not None
+    return server.start()
 
 
 # Each builds and starts its service's server.

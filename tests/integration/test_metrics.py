@@ -20,11 +20,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.telemetry.health import HealthServer
 from framebus_decoder import service as decoder_service
-from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.stats import DecoderStats
+from framebus_decoder.telemetry import decoder_telemetry
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_tools.synthetic import MovingSquare, write_square_video
@@ -155,10 +154,12 @@ def test_metrics_when_run_ends_cleanly_then_published_equals_inferred_plus_dropp
         # The decoder's server stopped with it: scrape its collector over the same stats now.
         published = 0.0
         for stats in (dec_stats, live_stats):
-            registry, health = decoder_telemetry(stats, kafka)
-            with HealthServer(0, health, registry, host="127.0.0.1") as server:
+            telemetry = decoder_telemetry(0, stats, kafka, host="127.0.0.1")
+            with telemetry.running(watchdog=False):
+                port = telemetry.port
+                assert port is not None
                 published += total(
-                    scrape(server.port), "framebus_decoder_frames_total", outcome="published"
+                    scrape(port), "framebus_decoder_frames_total", outcome="published"
                 )
         assert published == 60
 

@@ -34,6 +34,7 @@ from framebus_alerts.engine import AlertEngine, tracks_from_detections
 from framebus_alerts.rules import load_rules, needs_tracks
 from framebus_alerts.settings import AlertsSettings, AlertsSource
 from framebus_alerts.stats import AlertsStats
+from framebus_alerts.telemetry import alerts_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,6 @@ def run(
     tracer: trace.Tracer | None = None,
 ) -> int:
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_alerts.telemetry import alerts_telemetry
-
     if settings.rules is None:
         raise ConfigError("no rules: set FRAMEBUS_RULES (--rules rules.yaml)")
     rules = load_rules(settings.rules)
@@ -180,7 +179,7 @@ def run(
             stats.delivered[alert.rule] += 1
             sink(alert)
 
-    telemetry = alerts_telemetry(settings.http_port or None, stats, source_topic)
+    telemetry = alerts_telemetry(settings.http_port or None, stats, source_topic, settings.kafka)
     runner = StatefulRunner(
         settings.kafka,
         StatefulConfig(

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily
 
+from framebus.kafka.settings import KafkaSettings
 from framebus.telemetry.stateful import StatefulTelemetry
 from framebus_alerts.stats import AlertsStats
 
@@ -49,8 +50,10 @@ class AlertsCollector:
         yield from (frames, skipped, fired, errors)
 
 
-def alerts_telemetry(port: int | None, stats: AlertsStats, source_topic: str) -> StatefulTelemetry:
-    """The alerts consumer's /healthz, /readyz and /metrics: the loop's figures and its own."""
+def alerts_telemetry(
+    port: int | None, stats: AlertsStats, source_topic: str, kafka: KafkaSettings | None = None
+) -> StatefulTelemetry:
+    """The alerts service's health, metrics and watchdog: the loop's figures and its own."""
     return StatefulTelemetry(
-        port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic
+        port, "framebus_alerts", stats.loop, AlertsCollector(stats), source_topic, kafka
     )

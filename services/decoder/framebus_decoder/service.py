@@ -16,20 +16,20 @@ from pathlib import Path
 from framebus.errors import ConfigError
 from framebus.kafka.producer import Producer
 from framebus.messages import TensorLayout
-from framebus.telemetry.health import HealthServer
 from framebus.telemetry.tracing import setup_tracing
 from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
-from framebus_decoder.observability import decoder_telemetry
 from framebus_decoder.publisher import FramePublisher
 from framebus_decoder.sampler import spread_phase
 from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.source import SourceOptions
 from framebus_decoder.stats import CameraState, DecoderStats
+from framebus_decoder.telemetry import decoder_telemetry
 from framebus_decoder.worker import CameraWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
 
 SUMMARY_EVERY_S = 30.0
+SUPERVISOR_ALLOWANCE_S = 30.0  # the supervisor loop turns every 0.1 s; past this it is stuck
 # How long to wait for a camera worker to end once its stop is set. It checks the stop between
 # frames, but an open or read blocked in FFmpeg returns only at PyAV's timeout (`open_timeout_s`,
 # `stall_timeout_s`: 10 s by default), so less would give up on a worker about to end, and more
@@ -217,10 +217,7 @@ def run(
     cameras = load_cameras(settings)
     producer = Producer(settings.kafka, overrides=producer_overrides(settings))
     service = DecoderService(settings, producer, stop, stats)
-    registry, health = decoder_telemetry(stats, settings.kafka)
-    server = (
-        HealthServer(settings.http_port, health, registry).start() if settings.http_port else None
-    )
+    telemetry = decoder_telemetry(settings.http_port or None, stats, settings.kafka)
     setup_tracing("framebus-decoder", os.environ)
     # Cameras start only once the producer can send: a frame captured earlier would wait behind
     # the client's start-up (the producer id takes ~0.5 s, seconds on a fresh broker).
@@ -235,27 +232,27 @@ def run(
     service.apply(cameras)
     watcher = CameraFileWatcher(settings.cameras_file) if settings.cameras_file else None
     next_check = next_summary = time.monotonic()
-    try:
-        while not stop.is_set():
-            health.heartbeat("supervisor", allowance_s=30.0)
-            now = time.monotonic()
-            if watcher is not None and settings.cameras_reload_s and now >= next_check:
-                next_check = now + settings.cameras_reload_s
-                if watcher.changed():
-                    service.reload(watcher.path)
-            if now >= next_summary + SUMMARY_EVERY_S:
-                next_summary = now
-                log_summary(stats)
-            if service.workers and not service.alive():
-                break
-            stop.wait(0.1)
-    except KeyboardInterrupt:
-        stop.set()
-    finally:
-        service.shutdown()
-        undelivered = service.publisher.close(settings.drain_timeout_s)
-        if server is not None:
-            server.stop()
+    with telemetry.running():
+        try:
+            while not stop.is_set():
+                telemetry.health.heartbeat("supervisor", allowance_s=SUPERVISOR_ALLOWANCE_S)
+                now = time.monotonic()
+                if watcher is not None and settings.cameras_reload_s and now >= next_check:
+                    next_check = now + settings.cameras_reload_s
+                    if watcher.changed():
+                        service.reload(watcher.path)
+                if now >= next_summary + SUMMARY_EVERY_S:
+                    next_summary = now
+                    log_summary(stats)
+                if service.workers and not service.alive():
+                    break
+                stop.wait(0.1)
+        except KeyboardInterrupt:
+            stop.set()
+        finally:
+            telemetry.health.retire("supervisor")  # the drain below has its own bound
+            service.shutdown()
+            undelivered = service.publisher.close(settings.drain_timeout_s)
     log_summary(stats)
     snaps = stats.snapshot().values()
     failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]

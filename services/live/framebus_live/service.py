@@ -19,7 +19,7 @@ from framebus_live.inbox import Inbox
 from framebus_live.reader import TopicReader, decoders, instance_suffix
 from framebus_live.server import build_app
 from framebus_live.settings import LiveSettings
-from framebus_live.telemetry import LiveMetrics
+from framebus_live.telemetry import LiveMetrics, live_telemetry
 from framebus_live.views import Display
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,8 @@ def run(settings: LiveSettings, stop: threading.Event | None = None) -> int:
 
 async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
     loop = asyncio.get_running_loop()
-    metrics, health = LiveMetrics(), Health()
+    telemetry, metrics = live_telemetry(settings.kafka)
+    health = telemetry.health
     failures: list[str] = []
     pool = ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="live-encode")
     encoder = TileEncoder(pool, settings.tile_height, settings.jpeg_quality, metrics)
@@ -127,7 +128,8 @@ async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
         extra={"groups": [r.group_id for r in readers.values()]},
     )
     try:
-        await _ticks(hub, inbox, metrics, stop)
+        with telemetry.running():
+            await _ticks(hub, inbox, metrics, stop)
     finally:
         await runner.cleanup()
         for reader in readers.values():

@@ -1,15 +1,22 @@
-"""The live viewer's Prometheus metrics (`framebus_live_*`), on a registry of its own."""
+"""The live viewer's telemetry: `framebus_live_*` metrics on the service's registry, health.
+
+The page's server answers /healthz, /readyz and /metrics itself (`framebus.telemetry.health.answer`),
+so the `ServiceTelemetry` has no server of its own; its watchdog watches the consumers.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.service import ServiceTelemetry
+
 
 class LiveMetrics:
     """Every metric of one live server; thread-safe (consumer threads and the event loop)."""
 
-    def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry()
         self.viewers = Gauge("framebus_live_viewers", "Pages connected over /ws.", registry=r)
         self.viewer_connections = Counter(
             "framebus_live_viewer_connections", "Pages that connected over /ws.", registry=r
@@ -84,3 +91,9 @@ class LiveMetrics:
             "Consumers (frames, boxes, alerts) that have joined their group.",
             registry=r,
         )
+
+
+def live_telemetry(kafka: KafkaSettings) -> tuple[ServiceTelemetry, LiveMetrics]:
+    """The service's telemetry (ready once the brokers answer) and its metrics on its registry."""
+    telemetry = ServiceTelemetry(None, kafka=kafka)
+    return telemetry, LiveMetrics(telemetry.registry)

@@ -11,9 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
@@ -26,12 +24,13 @@ from framebus.kafka.stateful import (
     Processed,
     StatefulConfig,
     StatefulRunner,
-    StatefulStats,
 )
 from framebus.messages import FrameStatus, Tracks
 from framebus.telemetry import tracing
 from framebus.topology import TRACKER_SOURCE, Topic, ensure_written_topics
 from framebus_tracker.settings import TrackerSettings
+from framebus_tracker.stats import TrackerStats
+from framebus_tracker.telemetry import tracker_telemetry
 from framebus_tracker.tracker import CameraTracker, TrackerConfig
 
 log = logging.getLogger(__name__)
@@ -41,20 +40,6 @@ SERVICE = "tracker"
 
 def _now_us() -> int:
     return time.time_ns() // 1000
-
-
-@dataclass
-class TrackerStats:
-    """What the tracker did, per camera; read at scrape time."""
-
-    frames: Counter[str] = field(default_factory=Counter)  # camera -> records tracked
-    not_looked_at: Counter[tuple[str, str]] = field(default_factory=Counter)  # (camera, status)
-    replays: Counter[str] = field(default_factory=Counter)
-    objects: Counter[str] = field(default_factory=Counter)  # camera -> boxes given a track id
-    tracks_confirmed: Counter[str] = field(default_factory=Counter)  # camera -> tracks confirmed
-    active_tracks: dict[str, int] = field(default_factory=dict)
-    step_seconds: float = 0.0
-    loop: StatefulStats = field(default_factory=StatefulStats)
 
 
 class TrackProcessor:
@@ -167,15 +152,13 @@ def stateful_config(settings: TrackerSettings) -> StatefulConfig:
 
 def run(settings: TrackerSettings, stop: threading.Event | None = None) -> int:
     """Track until `stop` is set (or idle for `stop_after_idle_s`); return the exit code."""
-    from framebus_tracker.telemetry import tracker_telemetry
-
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-tracker", os.environ)
     ensure_tracker_topics(settings)
     stats = TrackerStats()
     processor = TrackProcessor(settings, stats)
     config = stateful_config(settings)
-    telemetry = tracker_telemetry(settings.http_port or None, stats)
+    telemetry = tracker_telemetry(settings.http_port or None, stats, settings.kafka)
     runner = StatefulRunner(
         settings.kafka,
         config,

@@ -6,14 +6,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from framebus.kafka.settings import KafkaSettings
 from framebus.telemetry.stateful import StatefulTelemetry
-
-if TYPE_CHECKING:
-    from framebus_tracker.service import TrackerStats
+from framebus_tracker.stats import TrackerStats
 
 
 class TrackerCollector:
@@ -59,8 +58,10 @@ class TrackerCollector:
         )
 
 
-def tracker_telemetry(port: int | None, stats: TrackerStats) -> StatefulTelemetry:
-    """The tracker's /healthz, /readyz and /metrics: the loop's figures and its own."""
+def tracker_telemetry(
+    port: int | None, stats: TrackerStats, kafka: KafkaSettings | None = None
+) -> StatefulTelemetry:
+    """The tracker's health, metrics and watchdog: the loop's figures and its own."""
     return StatefulTelemetry(
-        port, "framebus_tracker", stats.loop, TrackerCollector(stats), "detections"
+        port, "framebus_tracker", stats.loop, TrackerCollector(stats), "detections", kafka
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import confluent_kafka
 
 from framebus.errors import KafkaError
+from framebus.kafka.client import LazyClient
 from framebus.kafka.protocol import (
     CallWatch,
     CommitResult,
@@ -28,7 +28,7 @@ FETCH_QUEUE_BACKOFF_MS = 20
 BLOCKING_CALL_BUDGET_S = 60.0
 
 
-class Consumer:
+class Consumer(LazyClient):
     """Consumes with manual offset storage: nothing is committed before the caller says so."""
 
     def __init__(
@@ -40,7 +40,7 @@ class Consumer:
         watch: CallWatch = unwatched,
     ) -> None:
         self._watch = watch
-        self._config: dict[str, Any] = {
+        config: dict[str, Any] = {
             **settings.client_config(),
             "group.id": group_id,
             "enable.auto.commit": True,
@@ -68,8 +68,7 @@ class Consumer:
             "on_commit": self._on_commit,
             **(overrides or {}),
         }
-        self._factory = factory
-        self._client: Any = None
+        super().__init__(config, factory)
         # Told each commit's result; asynchronous commits (and the auto-commit) report only here.
         self.commit_listener: Callable[[CommitResult], None] | None = None
 
@@ -84,18 +83,6 @@ class Consumer:
             if p.error is None and p.offset >= 0
         }
         self.commit_listener(CommitResult(committed, None if err is None else err.str()))
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The librdkafka configuration the client is built with (a copy)."""
-        return dict(self._config)
-
-    @property
-    def _raw(self) -> Any:
-        """The confluent_kafka.Consumer, created on first use."""
-        if self._client is None:
-            self._client = self._factory(self._config)
-        return self._client
 
     def subscribe(self, topics: Sequence[str], **callbacks: Any) -> None:
         """Subscribe to topics (callbacks: on_assign, on_revoke, on_lost)."""
@@ -216,14 +203,3 @@ class Consumer:
             with self._watch("consumer.close", BLOCKING_CALL_BUDGET_S):
                 self._client.close()
             self._client = None
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -8,12 +8,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import confluent_kafka
 
 from framebus.errors import KafkaError
+from framebus.kafka.client import LazyClient
 from framebus.kafka.protocol import CallWatch, Marks, unwatched
 from framebus.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
@@ -70,7 +70,7 @@ class RewindError(KafkaError):
     """A transaction was aborted: its records are discarded and consumption must restart."""
 
 
-class Producer:
+class Producer(LazyClient):
     """Produces records; created lazily, flushed on exit."""
 
     def __init__(
@@ -81,7 +81,7 @@ class Producer:
         watch: CallWatch = unwatched,
     ) -> None:
         self._watch = watch
-        self._config: dict[str, Any] = {
+        config: dict[str, Any] = {
             **settings.client_config(),
             # Records up to 8 MiB; the broker and the frames topic are raised to match.
             "message.max.bytes": MAX_RECORD_BYTES + 65536,
@@ -96,13 +96,12 @@ class Producer:
         # An idempotent producer sends nothing until the broker gave it a producer id (~0.5 s,
         # longer on a fresh broker). librdkafka tells that only in its statistics.
         self._ready = threading.Event()
-        if self._config.get("enable.idempotence") and "stats_cb" not in self._config:
-            self._config["statistics.interval.ms"] = READY_STATS_INTERVAL_MS
-            self._config["stats_cb"] = self._on_stats
+        if config.get("enable.idempotence") and "stats_cb" not in config:
+            config["statistics.interval.ms"] = READY_STATS_INTERVAL_MS
+            config["stats_cb"] = self._on_stats
         else:
             self._ready.set()
-        self._factory = factory
-        self._client: Any = None
+        super().__init__(config, factory)
 
     def _on_stats(self, raw: str) -> None:
         if self._ready.is_set():
@@ -130,18 +129,6 @@ class Producer:
                 return False
             self._raw.poll(min(remaining, 0.02))  # serves the statistics callback
         return True
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The librdkafka configuration the client is built with (a copy)."""
-        return dict(self._config)
-
-    @property
-    def _raw(self) -> Any:
-        """The confluent_kafka.Producer, created on first use."""
-        if self._client is None:
-            self._client = self._factory(self._config)
-        return self._client
 
     def produce(
         self,
@@ -296,14 +283,3 @@ class Producer:
 
     def __len__(self) -> int:
         return 0 if self._client is None else len(self._client)
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import confluent_kafka
 
 from framebus.errors import KafkaError
+from framebus.kafka.client import LazyClient
 from framebus.kafka.protocol import MessageProto, TopicPartition
 from framebus.kafka.settings import KafkaSettings
 
@@ -34,7 +34,7 @@ class TopicMissingError(KafkaError):
     """The topic does not exist."""
 
 
-class Reader:
+class Reader(LazyClient):
     """Reads topics by assigned partitions; works as a context manager."""
 
     def __init__(
@@ -44,20 +44,19 @@ class Reader:
         factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Consumer,
     ) -> None:
         self._settings_config = settings.client_config()
-        self._client = factory(
-            {
-                **self._settings_config,
-                # Never joins: only its own assignments, and nothing is committed.
-                "group.id": f"framebus-reader-{uuid.uuid4().hex[:12]}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-            }
-        )
+        config = {
+            **self._settings_config,
+            # Never joins: only its own assignments, and nothing is committed.
+            "group.id": f"framebus-reader-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+        super().__init__(config, factory)
 
     def partitions(self, topic: str, timeout_s: float = 10.0) -> list[int]:
         """The topic's partition numbers; TopicMissingError when it does not exist."""
         try:
-            meta = self._client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            meta = self._raw.list_topics(topic, timeout=timeout_s).topics.get(topic)
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             raise KafkaError(
@@ -72,7 +71,7 @@ class Reader:
         out = {}
         for p in self.partitions(topic, timeout_s):
             tp = confluent_kafka.TopicPartition(topic, p)
-            out[p] = self._client.get_watermark_offsets(tp, timeout=timeout_s)[1]
+            out[p] = self._raw.get_watermark_offsets(tp, timeout=timeout_s)[1]
         return out
 
     def start(self, topics: Sequence[str], at: int = BEGINNING) -> None:
@@ -91,16 +90,16 @@ class Reader:
         for tp in positions:
             if tp.offset < 0 and at not in (BEGINNING, END):
                 tp.offset = END
-        self._client.assign(positions)
+        self._raw.assign(positions)
 
     def poll(self, max_messages: int = 256, timeout_s: float = 0.2) -> list[MessageProto]:
         """What has arrived: waits up to `timeout_s` for one record, then takes what is fetched.
 
         consume(n, t) alone would hold what arrived until n records or t.
         """
-        messages = self._client.consume(1, timeout_s)
+        messages = self._raw.consume(1, timeout_s)
         if messages:
-            messages += self._client.consume(max_messages - 1, 0)
+            messages += self._raw.consume(max_messages - 1, 0)
         return [m for m in messages if m.error() is None]
 
     def read_to_end(self, topic: str, idle_s: float = 5.0) -> Iterator[MessageProto]:
@@ -109,7 +108,7 @@ class Reader:
         Gives up on a partition after `idle_s` without a record (a broker away).
         """
         ends = {p: high for p, high in self.end_offsets(topic).items() if high > 0}
-        self._client.assign([confluent_kafka.TopicPartition(topic, p, BEGINNING) for p in ends])
+        self._raw.assign([confluent_kafka.TopicPartition(topic, p, BEGINNING) for p in ends])
         last = time.monotonic()
         while ends and time.monotonic() - last < idle_s:
             for msg in self.poll(64, 0.5):
@@ -118,7 +117,7 @@ class Reader:
             # The position, not the last record's offset: on a transactional topic the end is a
             # commit marker, which the consumer steps over but never hands out.
             wanted = [confluent_kafka.TopicPartition(topic, p) for p in ends]
-            for tp in self._client.position(wanted):
+            for tp in self._raw.position(wanted):
                 if tp.offset >= ends[tp.partition]:
                     del ends[tp.partition]
 
@@ -141,18 +140,9 @@ class Reader:
 
     def close(self) -> None:
         """Release the client."""
-        self._client.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def _client_config_of(self, group: str) -> dict[str, Any]:
         return {**self._settings_config, "group.id": group}
@@ -164,7 +154,7 @@ class Reader:
                 confluent_kafka.TopicPartition(topic, p, at_ms) for p in self.partitions(topic)
             ]
             try:
-                return list(self._client.offsets_for_times(wanted, timeout=10))
+                return list(self._raw.offsets_for_times(wanted, timeout=10))
             except confluent_kafka.KafkaException as exc:
                 err = exc.args[0]
                 if not (err.retriable() or err.code() in _ELECTING) or time.monotonic() > deadline:

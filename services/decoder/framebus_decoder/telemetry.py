@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.telemetry.health import Health
-from framebus.telemetry.kafka_check import KafkaCheck
+from framebus.telemetry.service import ServiceTelemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 
 
@@ -72,17 +70,18 @@ class DecoderCollector(Collector):
 
 
 def decoder_telemetry(
-    stats: DecoderStats, kafka: KafkaSettings
-) -> tuple[CollectorRegistry, Health]:
-    """The registry and health of one decoder run."""
-    registry = CollectorRegistry()
-    registry.register(DecoderCollector(stats))
-    health = Health()
-    health.add_check("kafka", KafkaCheck(kafka))
+    port: int | None,
+    stats: DecoderStats,
+    kafka: KafkaSettings,
+    host: str = "0.0.0.0",  # noqa: S104
+) -> ServiceTelemetry:
+    """The health, metrics and watchdog of one decoder run (an HTTP server when `port`)."""
+    telemetry = ServiceTelemetry(port, (DecoderCollector(stats),), kafka, host)
+    health = telemetry.health
     health.add_check("sources", lambda: sources_not_ready(stats))
     health.add_detail("stalled_cameras", lambda: cameras_in(stats, CameraState.RECONNECTING))
     health.add_detail("backpressure_cameras", lambda: cameras_in(stats, CameraState.BACKPRESSURE))
-    return registry, health
+    return telemetry
 
 
 def cameras_in(stats: DecoderStats, state: CameraState) -> dict[str, str]:
