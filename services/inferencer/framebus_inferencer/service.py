@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 
 from framebus.errors import ModelError
 from framebus.kafka.consumer import Consumer
-from framebus.kafka.producer import Producer, RewindError
+from framebus.kafka.producer import Producer
 from framebus.kafka.settings import instance_transactional_id
+from framebus.kafka.transactions import rewinding
 from framebus.malloc import keep_freed_heap
 from framebus.telemetry.health import Health
 from framebus.telemetry.kafka_check import KafkaCheck
@@ -24,8 +26,6 @@ from framebus_inferencer.settings import DeliveryMode, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__name__)
-
-MAX_REWINDS = 5  # aborted transactions in a row before giving up
 
 
 def engine_options(settings: InferencerSettings) -> EngineOptions:
@@ -122,24 +122,18 @@ def _run_pipeline(
     consumer_overrides: dict[str, object] = (
         {"enable.auto.commit": False, "group.instance.id": txid} if eos else {}
     )
-    rewinds = 0
-    while True:
-        try:
-            with (
-                Producer(settings.kafka, producer_overrides, watch=health.call) as producer,
-                Consumer(
-                    settings.kafka, settings.consumer_group, consumer_overrides, watch=health.call
-                ) as consumer,
-            ):
-                Pipeline(settings, engine, consumer, producer, stats, health=health).run(stop)
-            return 0
-        except RewindError as exc:
-            # The aborted transaction's results are gone; the group's committed offsets are
-            # where a fresh consumer starts, so nothing is lost or doubled.
-            rewinds += 1
-            stats.error("rewind")
-            log.warning("rewinding to the last committed offsets (%d): %s", rewinds, exc)
-            if rewinds > MAX_REWINDS:
-                raise
-        except KeyboardInterrupt:
-            return 0
+
+    def attempt() -> None:
+        # Fresh clients each time: after an aborted transaction the consumer starts again at
+        # the group's committed offsets.
+        with (
+            Producer(settings.kafka, producer_overrides, watch=health.call) as producer,
+            Consumer(
+                settings.kafka, settings.consumer_group, consumer_overrides, watch=health.call
+            ) as consumer,
+        ):
+            Pipeline(settings, engine, consumer, producer, stats, health=health).run(stop)
+
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a clean stop
+        rewinding(attempt, stop, on_rewind=lambda _exc: stats.error("rewind"))
+    return 0

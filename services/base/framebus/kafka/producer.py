@@ -66,10 +66,6 @@ class TransactionError(KafkaError):
         return self.kind is TxnErrorKind.ABORTABLE
 
 
-class RewindError(KafkaError):
-    """A transaction was aborted: its records are discarded and consumption must restart."""
-
-
 class Producer(LazyClient):
     """Produces records; created lazily, flushed on exit."""
 
@@ -169,6 +165,9 @@ class Producer(LazyClient):
                 raise KafkaError(f"cannot produce to {topic}: {err.str()}", err.name()) from exc
         self._raw.poll(0)
 
+    # The transactional calls: only `framebus.kafka.transactions` makes them, so how a
+    # transaction is begun, committed and aborted is decided in that one place.
+
     def init_transactions(self, timeout_s: float) -> None:
         """Register the transactional id, fencing an earlier instance that used it."""
         self._transactional(
@@ -206,19 +205,6 @@ class Producer(LazyClient):
         self._transactional(
             "abort_transaction", timeout_s, TxnErrorKind.FATAL, self._raw.abort_transaction
         )
-
-    def abort_for(self, exc: KafkaError, timeout_s: float) -> RewindError:
-        """After a failed call inside a transaction: abort it and return the RewindError to raise.
-
-        Raises KafkaError instead when the failure is fatal (e.g. this producer was fenced:
-        another instance took over its transactional id), so the process stops rather than fight
-        it. A produce() refused mid-transaction (a plain KafkaError) is aborted like an abortable
-        error.
-        """
-        if isinstance(exc, TransactionError) and exc.kind is TxnErrorKind.FATAL:
-            raise KafkaError(f"transaction failed: {exc}", exc.code) from exc
-        self.abort_transaction(timeout_s)
-        return RewindError(f"transaction aborted: {exc}", exc.code)
 
     def _transactional(
         self,

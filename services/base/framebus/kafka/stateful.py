@@ -8,10 +8,11 @@ instance restores the states from the changelog before it processes a record and
 committed offsets, and since processing is deterministic its outputs equal those of a run without
 the crash. Readers of the output topics use `isolation.level=read_committed`.
 
-Failed transactional calls are handled by kind (`framebus.kafka.producer.TxnErrorKind`): retried
-by the producer, aborted and rewound, or fatal. Every call that may block is watched (`watch`,
-the service's `Health.call`), so a call librdkafka never returns from ends the process through
-the service's watchdog instead of stalling it.
+How a transaction is begun, committed, aborted and rewound is `framebus.kafka.transactions`'s
+(the same engine as the inferencer's): failed calls are retried, aborted and rewound, or fatal,
+by kind. Every call that may block is watched (`watch`, the service's `Health.call`), so a call
+librdkafka never returns from ends the process through the service's watchdog instead of
+stalling it.
 
 Keys are owned per source partition: when a partition is revoked its keys' states are dropped; when
 one is assigned its keys' states are restored first.
@@ -26,24 +27,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from framebus.errors import CodecError, KafkaError, StateError
+from framebus.errors import CodecError, StateError
 from framebus.kafka.changelog import ChangelogReader, encode_state
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.deadletter import dead_letter_headers
-from framebus.kafka.producer import Producer, RewindError
+from framebus.kafka.producer import Producer
 from framebus.kafka.protocol import CallWatch, Marks, MessageProto, unwatched
 from framebus.kafka.settings import KafkaSettings
+from framebus.kafka.transactions import Transactions, rewinding
 
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
-STALL_TIMEOUT_S = 60.0  # the services' `stall_timeout_s` default; transactional calls get half
+STALL_TIMEOUT_S = 60.0  # the services' `stall_timeout_s` default
 # A crashed instance's open transaction holds back read_committed readers until the broker aborts
 # it; a restarted instance with the same transactional.id aborts it at once.
 TRANSACTION_TIMEOUT_MS = 10_000
 # A member that vanished (SIGKILL) keeps its partitions this long before the group moves them.
 SESSION_TIMEOUT_MS = 10_000
-MAX_REWINDS = 5
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,7 @@ class StatefulConfig:
     max_batch: int = 500
     poll_s: float = 0.05  # a batch closes after this long, so an idle camera waits no longer
     stop_after_idle_s: float = 0.0
-    stall_timeout_s: float = STALL_TIMEOUT_S
-
-    @property
-    def txn_timeout_s(self) -> float:
-        """Each transactional call's timeout: the watchdog allows twice as long."""
-        return self.stall_timeout_s / 2
+    stall_timeout_s: float = STALL_TIMEOUT_S  # transactional calls time out at half
 
 
 @dataclass
@@ -146,26 +142,16 @@ class StatefulRunner:
     def run(self, stop: threading.Event) -> None:
         """Consume, process and commit until `stop` is set or the source stays idle.
 
-        A failed transaction is aborted and the loop starts over with fresh clients: the group's
-        committed offsets and the changelog's committed states are where it resumes, so nothing
-        is lost or doubled. RewindError once MAX_REWINDS attempts in a row failed; KafkaError at
-        once when the failure is fatal (this instance was fenced by another).
+        A failed transaction is aborted and the loop starts over with fresh clients
+        (`framebus.kafka.transactions.rewinding`): the group's committed offsets and the
+        changelog's committed states are where it resumes, so nothing is lost or doubled.
+        RewindError once MAX_REWINDS attempts in a row failed; KafkaError at once when the
+        failure is fatal (this instance was fenced by another).
         """
-        failures = 0
-        while True:
-            committed = self.stats.transactions
-            try:
-                self._run_once(stop)
-                return
-            except RewindError as exc:
-                failures = 1 if self.stats.transactions > committed else failures + 1
-                self._forget_all()
-                if failures > MAX_REWINDS:
-                    raise
-                log.warning("rewinding to the committed offsets and states (%d): %s", failures, exc)
-                time.sleep(min(2.0**failures * 0.1, 5.0))
+        rewinding(lambda: self._run_once(stop), stop, on_rewind=lambda _exc: self._forget_all())
 
     def _forget_all(self) -> None:
+        # The states the aborted transaction changed are not the committed ones: restored anew.
         for keys in self._owned.values():
             for key in keys:
                 self.processor.forget(key)
@@ -190,22 +176,23 @@ class StatefulRunner:
             {"enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS},
             watch=self._watch,
         )
+        txn = Transactions(producer, c.stall_timeout_s)
         try:
             # Before joining the group: fences an earlier incarnation and aborts its transaction.
-            producer.init_transactions(c.txn_timeout_s)
+            txn.init()
             consumer.subscribe(
                 [c.source_topic],
                 on_assign=lambda _c, tps: self._assigned(reader, tps),
                 on_revoke=lambda _c, tps: self._revoked(tps),
                 on_lost=lambda _c, tps: self._revoked(tps, "lost"),
             )
-            self._loop(consumer, producer, stop)
+            self._loop(consumer, txn, stop)
         finally:
             consumer.close()
             producer.close()
             reader.close()
 
-    def _loop(self, consumer: Consumer, producer: Producer, stop: threading.Event) -> None:
+    def _loop(self, consumer: Consumer, txn: Transactions, stop: threading.Event) -> None:
         last_record = time.monotonic()
         while not stop.is_set():
             if self._heartbeat is not None:
@@ -214,7 +201,7 @@ class StatefulRunner:
             if not self.stats.ready:
                 last_record = time.monotonic()  # idle counts from the first assignment
             if batch:
-                self._commit_batch(batch, consumer, producer)
+                self._commit_batch(batch, consumer, txn)
                 last_record = time.monotonic()
             elif self.config.stop_after_idle_s and (
                 time.monotonic() - last_record > self.config.stop_after_idle_s
@@ -223,56 +210,47 @@ class StatefulRunner:
                 return
 
     def _commit_batch(
-        self, batch: Sequence[MessageProto], consumer: Consumer, producer: Producer
+        self, batch: Sequence[MessageProto], consumer: Consumer, txn: Transactions
     ) -> None:
+        """One transaction: the batch's outputs, dead letters, touched states and offsets."""
         c = self.config
         touched: dict[str, tuple[int, int]] = {}  # key -> (source partition, offset)
         published: list[Output] = []
         marks: Marks = {}
-        try:
-            producer.begin_transaction()
-            for msg in batch:
-                partition, offset = msg.partition() or 0, msg.offset() or 0
-                marks[(c.source_topic, partition)] = offset + 1
-                self.stats.records += 1
-                try:
-                    done = self.processor.process(msg)
-                except CodecError as exc:
-                    self._dead_letter(producer, msg, str(exc), type(exc).__name__)
-                    continue
-                if done.key is not None:
-                    touched[done.key] = (partition, offset)
-                    self._owned.setdefault(partition, set()).add(done.key)
-                for out in done.outputs:
-                    producer.produce(out.topic, out.value, out.key, out.headers, block_s=30.0)
-                    published.append(out)
-            for key, (partition, offset) in touched.items():
-                state = encode_state(
-                    self.processor.snapshot(key), c.source_topic, partition, offset
-                )
-                producer.produce(c.changelog_topic, state, key, block_s=30.0, partition=partition)
-            producer.send_offsets_to_transaction(marks, consumer.group_metadata(), c.txn_timeout_s)
-            producer.commit_transaction(c.txn_timeout_s)
-        except KafkaError as exc:  # a transactional call's, or a produce() refused inside it
-            # The outputs and states of this batch go with the aborted transaction.
-            log.error("transaction failed: %s", exc)
-            raise producer.abort_for(exc, c.txn_timeout_s) from exc
+        for msg in batch:
+            partition, offset = msg.partition() or 0, msg.offset() or 0
+            marks[(c.source_topic, partition)] = offset + 1
+            self.stats.records += 1
+            try:
+                done = self.processor.process(msg)
+            except CodecError as exc:
+                self._dead_letter(txn, msg, str(exc), type(exc).__name__)
+                continue
+            if done.key is not None:
+                touched[done.key] = (partition, offset)
+                self._owned.setdefault(partition, set()).add(done.key)
+            for out in done.outputs:
+                txn.send(out.topic, out.value, out.key, out.headers)
+                published.append(out)
+        for key, (partition, offset) in touched.items():
+            state = encode_state(self.processor.snapshot(key), c.source_topic, partition, offset)
+            txn.send(c.changelog_topic, state, key, partition=partition)
+        txn.commit(marks, consumer.group_metadata())
         self.stats.transactions += 1
         self.stats.outputs += len(published)
         if self._on_committed is not None and published:
             self._on_committed(published)
 
     def _dead_letter(
-        self, producer: Producer, msg: MessageProto, reason: str, error_type: str
+        self, txn: Transactions, msg: MessageProto, reason: str, error_type: str
     ) -> None:
         log.error("dead-lettering a %s record: %s", self.config.source_topic, reason)
         self.stats.dead_letters += 1
-        producer.produce(
+        txn.send(
             self.config.deadletter_topic,
             msg.value() or b"",
             key=msg.key(),
             headers=dead_letter_headers(msg, reason, error_type, self.config.service),
-            block_s=30.0,
         )
 
     def _assigned(self, reader: ChangelogReader, tps: Sequence[Any]) -> None:
