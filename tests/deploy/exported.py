@@ -24,8 +24,9 @@ from framebus_alerts.telemetry import alerts_telemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 from framebus_decoder.telemetry import decoder_telemetry
 from framebus_inferencer.batcher import CloseReason
-from framebus_inferencer.metrics import start_health_server
+from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import inferencer_telemetry
 from framebus_tracker.stats import TrackerStats
 from framebus_tracker.telemetry import tracker_telemetry
 
@@ -63,7 +64,7 @@ def decoder() -> HealthServer:
 
 
 def inferencer() -> HealthServer:
-    """The inferencer's server (framebus_inferencer.service: `start_health_server`)."""
+    """The inferencer's server (framebus_inferencer.service.run: `inferencer_telemetry`)."""
     stats = InferencerStats(provider="CPUExecutionProvider", batch_mode="batched")
     stats.received(2)
     stats.batch(2, CloseReason.FULL, 5.0, [1.0, 2.0])
@@ -78,7 +79,9 @@ def inferencer() -> HealthServer:
     stats.lag.received(tp, 6, now_us - 10_000)
     stats.lag.watermarks(tp, 10, 7)
     stats.delivered([(tp, 5)], now_us)
-    return start_health_server(0, stats)
+    server = inferencer_telemetry(0, stats, RunState()).server
+    assert server is not None
+    return server.start()
 
 
 def tracker() -> HealthServer:

@@ -14,16 +14,15 @@ from framebus.kafka.settings import instance_transactional_id
 from framebus.kafka.transactions import rewinding
 from framebus.malloc import keep_freed_heap
 from framebus.telemetry.health import Health
-from framebus.telemetry.kafka_check import KafkaCheck
 from framebus.telemetry.tracing import setup_tracing
-from framebus.telemetry.watchdog import Watchdog
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.metrics import start_health_server
 from framebus_inferencer.model import check_input_size
 from framebus_inferencer.pipeline import Pipeline
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import DeliveryMode, InferencerSettings
+from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import inferencer_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +71,11 @@ def build_engine(settings: InferencerSettings) -> Engine:
 
 def describe_engine(stats: InferencerStats, engine: Engine) -> None:
     """Put what /metrics says of the loaded engine into `stats`."""
-    stats.batch_mode = engine.info.batch_mode.value
-    stats.static_batch = engine.info.static_batch or 0
-    stats.provider_fallbacks = tuple((m.provider, m.kind.value) for m in engine.fallbacks)
+    stats.engine_described(
+        engine.info.batch_mode.value,
+        engine.info.static_batch or 0,
+        tuple((m.provider, m.kind.value) for m in engine.fallbacks),
+    )
 
 
 def run(
@@ -85,32 +86,24 @@ def run(
 ) -> int:
     """Consume until `stop` is set (or idle for `stop_after_idle_s`); return an exit code."""
     stop = stop or threading.Event()
-    stats = stats or InferencerStats()
-    stats.device_id = settings.device_id
+    stats = stats or InferencerStats(device_id=settings.device_id)
     setup_tracing("framebus-inferencer", os.environ)
     keep_freed_heap(settings.malloc_trim_threshold_bytes)  # before any client's first buffer
     engine = engine or build_engine(settings)
     # Before consuming: frames of another size would each be dead-lettered, mid-stream.
     check_input_size(engine.info, settings.input_width, settings.input_height)
     describe_engine(stats, engine)
-    health = Health()
-    server = (
-        start_health_server(settings.http_port, stats, health, KafkaCheck(settings.kafka))
-        if settings.http_port
-        else None
-    )
-    try:
-        with Watchdog(health):
-            return _run_pipeline(settings, stop, stats, engine, health)
-    finally:
-        if server is not None:
-            server.stop()
+    state = RunState()
+    telemetry = inferencer_telemetry(settings.http_port or None, stats, state, settings.kafka)
+    with telemetry.running():
+        return _run_pipeline(settings, stop, stats, state, engine, telemetry.health)
 
 
 def _run_pipeline(
     settings: InferencerSettings,
     stop: threading.Event,
     stats: InferencerStats,
+    state: RunState,
     engine: Engine,
     health: Health,
 ) -> int:
@@ -132,7 +125,9 @@ def _run_pipeline(
                 settings.kafka, settings.consumer_group, consumer_overrides, watch=health.call
             ) as consumer,
         ):
-            Pipeline(settings, engine, consumer, producer, stats, health=health).run(stop)
+            Pipeline(settings, engine, consumer, producer, stats, health=health, state=state).run(
+                stop
+            )
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in a terminal: a clean stop
         rewinding(attempt, stop, on_rewind=lambda _exc: stats.error("rewind"))

@@ -150,8 +150,6 @@ class InferencerStats:
     arena_limit_excludes: str = "none"  # e.g. tensorrt_engines: allocations the limit misses
     batch_mode: str = ""  # "batched", or "loop" for a static-batch model (see engine.BatchMode)
     static_batch: int = 0  # the model's fixed batch size; 0 when its batch is dynamic
-    warmed_up: bool = False
-    connected: bool = False
     frames_received: int = 0
     batches: int = 0
     by_status: Counter[str] = field(default_factory=Counter)
@@ -193,10 +191,31 @@ class InferencerStats:
     lag: LagTracker = field(default_factory=LagTracker)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    @property
-    def ready(self) -> bool:
-        """Connected to Kafka and every batch bucket warmed up."""
-        return self.connected and self.warmed_up
+    # Every field is written under the lock, through a method (the histograms and the lag
+    # tracker lock themselves), by whichever thread reports; only the metrics read them.
+
+    def engine_loaded(
+        self, provider: str, limit_bytes: int, enforced_by: str, excludes: str
+    ) -> None:
+        """The loaded engine: its first registered provider and what its memory limit covers."""
+        with self._lock:
+            self.provider = self.registered_provider = provider
+            self.arena_limit_bytes = limit_bytes
+            self.arena_limit_enforced_by = enforced_by
+            self.arena_limit_excludes = excludes
+
+    def engine_described(
+        self, batch_mode: str, static_batch: int, fallbacks: tuple[tuple[str, str], ...]
+    ) -> None:
+        """How a batch runs and which providers fell back at load."""
+        with self._lock:
+            self.batch_mode, self.static_batch = batch_mode, static_batch
+            self.provider_fallbacks = fallbacks
+
+    def engine_ran(self, provider: str, time_share: dict[str, float]) -> None:
+        """The provider that ran the warm-up's graph, and each provider's share of its time."""
+        with self._lock:
+            self.provider, self.provider_time_share = provider, time_share
 
     def batch(
         self, size: int, reason: CloseReason, inference_ms: float, waits_ms: list[float]

@@ -26,6 +26,7 @@ from framebus.telemetry.health import Health
 from framebus_inferencer.batcher import Batch, CloseReason, Pending
 from framebus_inferencer.engine import Engine, EngineMemoryError, InferenceError
 from framebus_inferencer.orterrors import binding_errors, is_memory_failure
+from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import Control
 from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference
@@ -180,16 +181,14 @@ def test_inference_when_tensorrt_fails_a_batch_then_its_frames_failed_with_reaso
     stats = InferencerStats()
     inbox: StageQueue[Work] = StageQueue(control, maxsize=1)
     out: StageQueue[Publication] = StageQueue(control, maxsize=1)
-    inference = Inference(
+    ctx = StageContext(
         InferencerSettings(),
         control,
-        inbox,
-        out,
-        engine,
         stats,
-        BatchTracing("frames", "group"),
-        lambda: 0.0,
+        tracing=BatchTracing("frames", "group"),
+        clock_ms=lambda: 0.0,
     )
+    inference = Inference(ctx, inbox, out, engine)
     batch = Batch((pending(0), pending(1)), (), 0.0, CloseReason.FULL)
     publication = inference.process(Work(batch))
     assert len(publication.records) == 2 and len(publication.offsets) == 2

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from framebus_inferencer import gpu, metrics
-from framebus_inferencer.metrics import StatsCollector
+from framebus_inferencer import gpu
+from framebus_inferencer import telemetry as metrics
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import StatsCollector
 
 REPO = Path(__file__).resolve().parents[3]
 GPU_LINES = ('kind="gpu_used"', 'kind="gpu_device_used"', 'kind="gpu_total"')
@@ -64,7 +65,7 @@ def test_metrics_when_nvml_not_installed_on_gpu_provider_then_gpu_gauges_omitted
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
     stats = InferencerStats(provider="CUDAExecutionProvider", arena_limit_bytes=1 << 30)
-    with caplog.at_level(logging.WARNING, logger="framebus_inferencer.metrics"):
+    with caplog.at_level(logging.WARNING, logger="framebus_inferencer.telemetry"):
         text = scrape(stats)
         scrape(stats)  # asked once per process, not per scrape
     assert 'framebus_inferencer_memory_bytes{kind="process_rss"}' in text
@@ -106,7 +107,7 @@ def test_metrics_when_nvml_does_not_list_this_process_then_no_gpu_used_and_said_
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(3 << 30, 80 << 30, []))
-    with caplog.at_level(logging.WARNING, logger="framebus_inferencer.metrics"):
+    with caplog.at_level(logging.WARNING, logger="framebus_inferencer.telemetry"):
         text = scrape(InferencerStats(provider="CUDAExecutionProvider"))
         scrape(InferencerStats(provider="CUDAExecutionProvider"))
     assert 'kind="gpu_used"' not in text  # not the whole device's, under this process's name

@@ -2,13 +2,13 @@
 
 from prometheus_client import REGISTRY
 
-from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.stats import (
     InferencerStats,
     LagTracker,
     PartitionLag,
     partition_lag,
 )
+from framebus_inferencer.telemetry import StatsCollector
 
 S = 1_000_000  # microseconds per second
 TP = ("frames", 0)

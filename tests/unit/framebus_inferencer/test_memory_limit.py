@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from framebus_inferencer import arenas
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.providers import (
     EngineOptions,
     LimitedBy,
@@ -29,6 +28,7 @@ from framebus_inferencer.providers import (
 )
 from framebus_inferencer.settings import Provider
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import StatsCollector
 from framebus_tools.synthetic import bright_square_model
 
 pytestmark = pytest.mark.filterwarnings("ignore:Specified provider")

@@ -18,8 +18,8 @@ from framebus.telemetry.health import Health
 from framebus_inferencer import session as session_module
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
-from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.model import BatchMode, InputSizeError, check_input_size
+from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import Control
 from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference
@@ -28,6 +28,7 @@ from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import StatsCollector
 from framebus_tools.onnxedit import to_float16, with_static_batch
 from framebus_tools.synthetic import bright_square_model, write_bright_square_model
 from testkit.models import (
@@ -293,14 +294,13 @@ def test_inference_when_warm_up_refuses_the_head_then_pipeline_fails_before_any_
     inbox: StageQueue[Work] = StageQueue(control, maxsize=1)
     out: StageQueue[Publication] = StageQueue(control, maxsize=1)
     tracing = BatchTracing("frames", "group")
-    inference = Inference(
-        InferencerSettings(), control, inbox, out, engine, stats, tracing, lambda: 0.0
-    )
+    ctx = StageContext(InferencerSettings(), control, stats, tracing=tracing, clock_ms=lambda: 0.0)
+    inference = Inference(ctx, inbox, out, engine)
     inference.run()  # returns: the failure is the pipeline's to raise, as one line
     assert isinstance(control.first_failure, ModelError)
     assert "[1, 6, 1] cannot be decoded as the yolov5 head" in str(control.first_failure)
     assert control.stop.is_set() and control.warmed.is_set()  # the receiver never subscribes
-    assert not stats.warmed_up and stats.errors["ModelError"] == 1
+    assert not ctx.state.warmed_up.is_set() and stats.errors["ModelError"] == 1
 
 
 def test_inferencer_cli_when_head_cannot_be_decoded_then_exit_2_with_one_line_no_traceback(

@@ -142,25 +142,26 @@ def test_health_server_when_not_warmed_up_then_not_ready_and_stats_exported() ->
     import urllib.error
     import urllib.request
 
-    from framebus_inferencer.metrics import start_health_server
+    from framebus_inferencer.state import RunState
     from framebus_inferencer.stats import InferencerStats
+    from framebus_inferencer.telemetry import inferencer_telemetry
 
     stats = InferencerStats(provider="CPUExecutionProvider")
     stats.batch(4, "full", 12.0, [1.0, 2.0])
     stats.outcome("cam", FrameStatus.INFERRED, 30.0)
-    live = start_health_server(0, stats)
-    try:
-        base = f"http://127.0.0.1:{live.port}"
+    state = RunState()
+    telemetry = inferencer_telemetry(0, stats, state)
+    with telemetry.running(watchdog=False):
+        base = f"http://127.0.0.1:{telemetry.port}"
         try:
             urllib.request.urlopen(base + "/readyz")  # noqa: S310
             raise AssertionError("expected 503")
         except urllib.error.HTTPError as exc:
             assert exc.code == 503
             assert "not warmed up" in json.loads(exc.read())["reasons"]["inferencer"]
-        stats.warmed_up = stats.connected = True
+        state.warmed_up.set()
+        state.assigned.set()
         assert urllib.request.urlopen(base + "/readyz").status == 200  # noqa: S310
         text = urllib.request.urlopen(base + "/metrics").read().decode()  # noqa: S310
         assert 'framebus_inferencer_batches_total{size="4"} 1.0' in text
         assert 'framebus_inferencer_provider{provider="CPUExecutionProvider"} 1.0' in text
-    finally:
-        live.stop()

@@ -13,12 +13,14 @@ from framebus.kafka import producer as producer_module
 from framebus.kafka.protocol import TopicPartition
 from framebus.kafka.transactions import RewindError
 from framebus.telemetry.health import Health
+from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import Control
 from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue
 from framebus_inferencer.pipeline.ledger import CommitLedger
 from framebus_inferencer.pipeline.publish import Publisher
 from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.records import Outgoing
+from framebus_inferencer.settings import DeliveryMode, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
 from tests.unit.framebus.stubproducer import ABORTABLE, Script, ScriptedClient, scripted_producer
 
@@ -42,9 +44,9 @@ def publisher(script: Script, publications: list[list[int]]) -> tuple[Publisher,
         in_flight.add()
     inbox.offer(None)
     producer, client = scripted_producer(script)
-    stats = InferencerStats()
-    tracing = BatchTracing("frames", "g")
-    return Publisher(control, inbox, in_flight, ledger, producer, stats, tracing, True), client
+    settings = InferencerSettings(delivery=DeliveryMode.EXACTLY_ONCE)
+    ctx = StageContext(settings, control, InferencerStats(), tracing=BatchTracing("frames", "g"))
+    return Publisher(ctx, inbox, in_flight, ledger, producer), client
 
 
 def sent_marks(client: ScriptedClient) -> list[dict[TopicPartition, int]]:

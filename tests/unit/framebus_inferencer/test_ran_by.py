@@ -16,11 +16,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.ranby import graph_provider, idle_note, provider_times, time_shares
 from framebus_inferencer.settings import Provider
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import StatsCollector
 from framebus_tools.synthetic import bright_square_model
 
 TRT, CUDA, CPU = (p.ort_name for p in (Provider.TENSORRT, Provider.CUDA, Provider.CPU))

@@ -28,13 +28,13 @@ from framebus_inferencer.fallback import (
     option_differences,
     session_mismatches,
 )
-from framebus_inferencer.metrics import StatsCollector
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.service import describe_engine
 from framebus_inferencer.session import ProviderFallbackError
 from framebus_inferencer.settings import Provider
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.telemetry import StatsCollector
 from framebus_tools.synthetic import bright_square_model
 
 pytestmark = pytest.mark.filterwarnings("ignore:Specified provider")

@@ -222,10 +222,10 @@ def test_receive_when_partitions_lost_then_dropped_at_once_without_the_revoke_dr
 ) -> None:
     from framebus_inferencer.batcher import Pending
     from framebus_inferencer.pipeline import receive
+    from framebus_inferencer.pipeline.context import StageContext
     from framebus_inferencer.pipeline.control import Control
     from framebus_inferencer.pipeline.handoff import InFlight, StageQueue
     from framebus_inferencer.pipeline.ledger import CommitLedger
-    from framebus_inferencer.pipeline.tracing import BatchTracing
     from tests.unit.framebus_inferencer.stubkafka import _Partition
 
     monkeypatch.setattr(receive, "REVOKE_DRAIN_S", 1.0)
@@ -235,16 +235,12 @@ def test_receive_when_partitions_lost_then_dropped_at_once_without_the_revoke_dr
     in_flight.add()  # a batch the publisher has not delivered (and will not, here)
     consumer = Consumer(KafkaSettings(), "g", factory=lambda _c: StubConsumerClient([], Blocking()))
     receiver = receive.Receiver(
-        settings,
-        control,
+        StageContext(settings, control),
         CommitLedger(8),
         StageQueue(control, maxsize=1),
         in_flight,
         consumer,
-        InferencerStats(),
-        BatchTracing("frames", "g"),
         (SIZE, SIZE, 3),
-        lambda: time.monotonic() * 1000,
     )
 
     def hold_frame() -> None:

@@ -7,7 +7,6 @@ DROPPED_STALE (the batcher found it too old when the batch closed) or FAILED (th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -18,16 +17,13 @@ from framebus.errors import ModelError
 from framebus.messages import FrameStatus
 from framebus_inferencer.batcher import Batch, Pending
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.pipeline.control import Control
+from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work, offsets_of
 from framebus_inferencer.pipeline.staging import StagingPool
-from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.ranby import time_shares
 from framebus_inferencer.records import Outgoing, Received, boxes_of, detections
-from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.slot import InputSlot
-from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
 
@@ -39,25 +35,16 @@ class Inference:
 
     def __init__(
         self,
-        settings: InferencerSettings,
-        control: Control,
+        ctx: StageContext,
         inbox: StageQueue[Work],
         out: StageQueue[Publication],
         engine: Engine,
-        stats: InferencerStats,
-        tracing: BatchTracing,
-        clock_ms: Callable[[], float],
         staging: StagingPool | None = None,
     ) -> None:
-        self.s = settings
-        self.control = control
-        self.inbox = inbox
-        self.out = out
-        self.engine = engine
-        self.stats = stats
-        self.tracing = tracing
-        self.clock_ms = clock_ms
-        self.staging = staging
+        settings = self.s = ctx.settings
+        self.control, self.stats, self.state = ctx.control, ctx.stats, ctx.state
+        self.tracing, self.clock_ms = ctx.tracing, ctx.clock_ms
+        self.inbox, self.out, self.engine, self.staging = inbox, out, engine, staging
         self.decoder = Decoder(
             engine.info.head,
             settings.confidence_threshold,
@@ -70,11 +57,10 @@ class Inference:
     def run(self) -> None:
         """Warm up, then process batches until the receiver ends the queue."""
         ctl = self.control
-        self.stats.provider = self.stats.registered_provider = self.engine.provider
         limit = self.engine.memory_limit
-        self.stats.arena_limit_bytes = limit.limit_bytes
-        self.stats.arena_limit_enforced_by = limit.enforced_by.value
-        self.stats.arena_limit_excludes = limit.excludes
+        self.stats.engine_loaded(
+            self.engine.provider, limit.limit_bytes, limit.enforced_by.value, limit.excludes
+        )
         ctl.health.heartbeat("infer", WARM_UP_ALLOWANCE_S)
         try:
             self.engine.warm_up()  # also refuses a head its outputs cannot be decoded as
@@ -86,9 +72,8 @@ class Inference:
             held = self.staging.warm_up()
             log.info("input slots ready", extra={"bytes": held})
         # Which provider ran the graph is known once it ran (the warm-up's profiled first run).
-        self.stats.provider = self.engine.graph_provider
-        self.stats.provider_time_share = time_shares(self.engine.provider_times)
-        self.stats.warmed_up = True
+        self.stats.engine_ran(self.engine.graph_provider, time_shares(self.engine.provider_times))
+        self.state.warmed_up.set()
         ctl.warmed.set()
         while True:
             work = self.inbox.get()

@@ -17,11 +17,11 @@ from typing import Any
 from framebus.errors import DeliveryError
 from framebus.kafka.producer import Producer
 from framebus.kafka.transactions import Transactions
-from framebus_inferencer.pipeline.control import Control, wall_us
+from framebus_inferencer.pipeline.context import StageContext
+from framebus_inferencer.pipeline.control import wall_us
 from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue
 from framebus_inferencer.pipeline.ledger import CommitLedger
-from framebus_inferencer.pipeline.tracing import BatchTracing
-from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.settings import DeliveryMode
 
 log = logging.getLogger(__package__)
 
@@ -39,25 +39,18 @@ class Publisher:
 
     def __init__(
         self,
-        control: Control,
+        ctx: StageContext,
         inbox: StageQueue[Publication],
         in_flight: InFlight,
         ledger: CommitLedger,
         producer: Producer,
-        stats: InferencerStats,
-        tracing: BatchTracing,
-        exactly_once: bool,
     ) -> None:
-        self.control = control
-        self.inbox = inbox
-        self.in_flight = in_flight
-        self.ledger = ledger
-        self.producer = producer
-        self.stats = stats
-        self.tracing = tracing
+        self.control, self.stats, self.tracing = ctx.control, ctx.stats, ctx.tracing
+        self.inbox, self.in_flight, self.ledger, self.producer = inbox, in_flight, ledger, producer
         # Its calls time out at half the stall timeout: within the broker's default transaction
         # timeout (60 s) at the default stall timeout.
-        self.txn = Transactions(producer, control.stall_timeout_s) if exactly_once else None
+        eos = ctx.settings.delivery is DeliveryMode.EXACTLY_ONCE
+        self.txn = Transactions(producer, ctx.control.stall_timeout_s) if eos else None
         self._group_metadata: Any = None
 
     def run(self) -> None:

@@ -25,7 +25,6 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,14 +36,13 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
-from framebus_inferencer.pipeline.control import Control, wall_us
+from framebus_inferencer.pipeline.context import StageContext
+from framebus_inferencer.pipeline.control import wall_us
 from framebus_inferencer.pipeline.handoff import BUSY_POLL_S, InFlight, StageQueue, Work
 from framebus_inferencer.pipeline.ledger import CommitLedger, Offsets
 from framebus_inferencer.pipeline.staging import StagingPool
-from framebus_inferencer.pipeline.tracing import BatchTracing
 from framebus_inferencer.records import Outgoing, Received, check_tensor, dead_letter
-from framebus_inferencer.settings import DeliveryMode, InferencerSettings
-from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.settings import DeliveryMode
 
 log = logging.getLogger(__package__)  # one logger for the three stages
 
@@ -70,31 +68,22 @@ class Receiver:
 
     def __init__(
         self,
-        settings: InferencerSettings,
-        control: Control,
+        ctx: StageContext,
         ledger: CommitLedger,
         out: StageQueue[Work],
         in_flight: InFlight,
         consumer: Consumer,
-        stats: InferencerStats,
-        tracing: BatchTracing,
         frame_shape: tuple[int, int, int],
-        clock_ms: Callable[[], float],
         staging: StagingPool | None = None,
         full_budget_s: float = PIPELINE_FULL_BUDGET_S,
         pause_after_s: float = PAUSE_AFTER_S,
     ) -> None:
-        self.s = settings
-        self.control = control
-        self.ledger = ledger
-        self.out = out
-        self.in_flight = in_flight
-        self.consumer = consumer
-        self.stats = stats
-        self.tracing = tracing
+        settings = self.s = ctx.settings
+        self.control, self.stats, self.state = ctx.control, ctx.stats, ctx.state
+        self.tracing, self.clock_ms = ctx.tracing, ctx.clock_ms
+        self.ledger, self.out, self.in_flight, self.consumer = ledger, out, in_flight, consumer
         self.frame_shape = frame_shape
         self.frame_bytes = math.prod(frame_shape)
-        self.clock_ms = clock_ms
         self.staging = staging
         self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
         self.batcher: DeadlineBatcher[Received] = DeadlineBatcher(
@@ -150,7 +139,7 @@ class Receiver:
                 lag_changed = False
             elif (
                 self.s.stop_after_idle_s
-                and self.stats.connected  # idle counts from the assignment, not from joining
+                and self.state.assigned.is_set()  # idle counts from the assignment, not joining
                 and time.monotonic() - self._last_frame > self.s.stop_after_idle_s
                 and not len(self.batcher)
             ):
@@ -279,7 +268,7 @@ class Receiver:
             self._accept(msg, self._held_rejects, self._held_reject_offsets)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        self.stats.connected = True
+        self.state.assigned.set()
         self._last_frame = time.monotonic()
         log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
 

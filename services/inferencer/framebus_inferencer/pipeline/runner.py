@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,15 +17,15 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
 from framebus.telemetry.health import Health
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.pipeline.control import Control
+from framebus_inferencer.pipeline.context import monotonic_ms, stage_context
 from framebus_inferencer.pipeline.handoff import InFlight, Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference
 from framebus_inferencer.pipeline.ledger import CommitLedger
 from framebus_inferencer.pipeline.publish import Publisher
 from framebus_inferencer.pipeline.receive import Receiver
 from framebus_inferencer.pipeline.staging import StagingPool
-from framebus_inferencer.pipeline.tracing import BatchTracing
-from framebus_inferencer.settings import DeliveryMode, InferencerSettings
+from framebus_inferencer.settings import InferencerSettings
+from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__package__)
@@ -42,44 +41,23 @@ class Pipeline:
         consumer: Consumer,
         producer: Producer,
         stats: InferencerStats,
-        clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
+        clock_ms: Callable[[], float] = monotonic_ms,
         health: Health | None = None,
+        state: RunState | None = None,
     ) -> None:
-        self.stats = stats
+        ctx = stage_context(settings, stats, health, state, clock_ms)
+        self.stats, self.state, self.control = ctx.stats, ctx.state, ctx.control
         self.consumer = consumer
-        self.control = Control(health or Health(), settings.stall_timeout_s)
         self.ledger = CommitLedger(settings.commit_window, on_error=stats.error)
         to_infer: StageQueue[Work] = StageQueue(self.control, maxsize=1)
         to_publish: StageQueue[Publication] = StageQueue(self.control, maxsize=2)
         in_flight = InFlight()
-        tracing = BatchTracing(settings.topics.frames_topic, settings.consumer_group)
         staging = StagingPool(engine)
         self.receiver = Receiver(
-            settings,
-            self.control,
-            self.ledger,
-            to_infer,
-            in_flight,
-            consumer,
-            stats,
-            tracing,
-            engine.info.frame_shape,
-            clock_ms,
-            staging,
+            ctx, self.ledger, to_infer, in_flight, consumer, engine.info.frame_shape, staging
         )
-        self.inference = Inference(
-            settings, self.control, to_infer, to_publish, engine, stats, tracing, clock_ms, staging
-        )
-        self.publisher = Publisher(
-            self.control,
-            to_publish,
-            in_flight,
-            self.ledger,
-            producer,
-            stats,
-            tracing,
-            exactly_once=settings.delivery is DeliveryMode.EXACTLY_ONCE,
-        )
+        self.inference = Inference(ctx, to_infer, to_publish, engine, staging)
+        self.publisher = Publisher(ctx, to_publish, in_flight, self.ledger, producer)
 
     def run(self, outer_stop: threading.Event) -> None:
         """Run all stages until `outer_stop`, idleness or a failure; raise the first failure."""

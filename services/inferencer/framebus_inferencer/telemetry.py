@@ -1,4 +1,4 @@
-"""Prometheus export of `InferencerStats`, and readiness (connected to Kafka and warmed up).
+"""The inferencer's telemetry: `InferencerStats` exported, readiness from its `RunState`.
 
 Histograms are in seconds (Prometheus convention); the older `*_ms` quantile gauges of recent
 samples stay for dashboards that read them.
@@ -10,14 +10,16 @@ import logging
 import os
 import resource
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from framebus.telemetry.health import Health, HealthServer
+from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.service import ServiceTelemetry
 from framebus_inferencer import gpu
+from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
 
 log = logging.getLogger(__name__)
@@ -229,26 +231,10 @@ def gpu_memory(device_id: int) -> gpu.GpuMemory | None:
 _warned = False
 
 
-def inferencer_readiness(stats: InferencerStats) -> str | None:
-    """None when ready (warmed up, partitions assigned, broker reachable), else the reason."""
-    if not stats.warmed_up:
-        return "not warmed up"
-    if not stats.connected:
-        return "no Kafka partitions assigned yet"
-    return None
-
-
-def start_health_server(
-    port: int,
-    stats: InferencerStats,
-    health: Health | None = None,
-    kafka_check: Callable[[], str | None] | None = None,
-) -> HealthServer:
-    """Serve /healthz (loop heartbeats), /readyz (warmed up, assigned, Kafka) and /metrics."""
-    registry = CollectorRegistry()
-    registry.register(StatsCollector(stats))  # type: ignore[arg-type]
-    health = health or Health()
-    health.add_check("inferencer", lambda: inferencer_readiness(stats))
-    if kafka_check is not None:
-        health.add_check("kafka", kafka_check)
-    return HealthServer(port, health, registry).start()
+def inferencer_telemetry(
+    port: int | None, stats: InferencerStats, state: RunState, kafka: KafkaSettings | None = None
+) -> ServiceTelemetry:
+    """The inferencer's health (ready: warmed up, assigned, brokers answer), metrics, watchdog."""
+    telemetry = ServiceTelemetry(port, (StatsCollector(stats),), kafka)
+    telemetry.add_check("inferencer", state.not_ready)
+    return telemetry
