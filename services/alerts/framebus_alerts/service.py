@@ -192,7 +192,7 @@ def run(
                 settings.transactional_id, settings.alerts_group
             ),
             stop_after_idle_s=settings.stop_after_idle_s,
-            stall_timeout_s=settings.stall_timeout_s,
+            stage_timeout_s=settings.stage_timeout_s,
         ),
         processor,
         stats.loop,

@@ -14,7 +14,7 @@ from framebus.topology import TopicSettings
 # Floor of the default commit window: at small batches consecutive batches come from one partition
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
 MIN_COMMIT_WINDOW = 32
-MAX_STALL_TIMEOUT_S = 240.0
+MAX_STAGE_TIMEOUT_S = 240.0
 
 
 class Provider(enum.Enum):
@@ -158,7 +158,7 @@ class InferencerSettings:
     stop_after_idle_s: float = setting(
         0.0, "Exit after this many seconds without frames (0 = run forever; demos and tests)."
     )
-    stall_timeout_s: float = setting(
+    stage_timeout_s: float = setting(
         60.0,
         "A stage stuck this long in one call (a Kafka transactional call or commit, an engine "
         "run) or in its loop is a stall: every thread's stack is logged, /livez and /readyz "
@@ -200,9 +200,9 @@ class InferencerSettings:
         check(self.trt_workspace_bytes > 0, "trt_workspace_bytes", "must be > 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
         check(
-            1 <= self.stall_timeout_s <= MAX_STALL_TIMEOUT_S,
-            "stall_timeout_s",
-            f"must be between 1 and {MAX_STALL_TIMEOUT_S:g} (below librdkafka's "
+            1 <= self.stage_timeout_s <= MAX_STAGE_TIMEOUT_S,
+            "stage_timeout_s",
+            f"must be between 1 and {MAX_STAGE_TIMEOUT_S:g} (below librdkafka's "
             "max.poll.interval.ms, 300 s)",
         )
 

@@ -146,7 +146,7 @@ def stateful_config(settings: TrackerSettings) -> StatefulConfig:
             settings.transactional_id, settings.tracker_group
         ),
         stop_after_idle_s=settings.stop_after_idle_s,
-        stall_timeout_s=settings.stall_timeout_s,
+        stage_timeout_s=settings.stage_timeout_s,
     )
 
 

@@ -39,7 +39,7 @@ class TrackerSettings:
     stop_after_idle_s: float = setting(
         0.0, "Exit after this many seconds without detections (0 = run forever; demos and tests)."
     )
-    stall_timeout_s: float = setting(
+    stage_timeout_s: float = setting(
         60.0,
         "The loop stuck this long, or a Kafka call in it: every thread's stack is logged, "
         "/livez and /readyz fail, and the process exits 70 to be restarted.",
@@ -54,4 +54,4 @@ class TrackerSettings:
         check(0 < self.min_match_iou <= 1, "min_match_iou", "must be in (0, 1]")
         check(self.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
         check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
-        check(1 <= self.stall_timeout_s <= 240, "stall_timeout_s", "must be between 1 and 240")
+        check(1 <= self.stage_timeout_s <= 240, "stage_timeout_s", "must be between 1 and 240")

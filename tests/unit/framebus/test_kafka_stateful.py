@@ -39,7 +39,7 @@ CONFIG = StatefulConfig(
     transactional_id="t",
     poll_s=0.01,
     stop_after_idle_s=0.2,
-    stall_timeout_s=4.0,
+    stage_timeout_s=4.0,
 )
 
 

@@ -30,7 +30,7 @@ from tests.unit.framebus.stubproducer import (
     scripted_producer,
 )
 
-STALL_TIMEOUT_S = 4.0  # each call times out at 2 s
+STAGE_TIMEOUT_S = 4.0  # each call times out at 2 s
 REFUSED = confluent_kafka.KafkaError(confluent_kafka.KafkaError._STATE, "transaction aborting")
 
 
@@ -42,7 +42,7 @@ def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def engine(script: Script | None = None, **kwargs: Any) -> tuple[Transactions, ScriptedClient]:
     producer, client = scripted_producer(script, **kwargs)
-    return Transactions(producer, STALL_TIMEOUT_S), client
+    return Transactions(producer, STAGE_TIMEOUT_S), client
 
 
 def test_send_when_no_transaction_open_then_one_begun_for_every_record_until_commit() -> None:
@@ -81,7 +81,7 @@ def test_commit_when_marks_then_offsets_sent_with_group_metadata_and_call_timeou
         ("frames", 1, 3),
     }
     assert sent_metadata is metadata
-    assert timeout_s == STALL_TIMEOUT_S / 2
+    assert timeout_s == STAGE_TIMEOUT_S / 2
     assert not txn.is_open
 
 
@@ -183,7 +183,7 @@ def test_abort_when_abort_itself_fails_for_good_then_fatal_transaction_error() -
 def test_init_when_called_then_transactional_id_registered_with_call_timeout() -> None:
     txn, client = engine()
     txn.init()
-    assert client.calls == [("init_transactions", (STALL_TIMEOUT_S / 2,), {})]
+    assert client.calls == [("init_transactions", (STAGE_TIMEOUT_S / 2,), {})]
 
 
 def test_engine_when_watched_then_each_call_budget_is_the_stall_timeout() -> None:
@@ -192,8 +192,8 @@ def test_engine_when_watched_then_each_call_budget_is_the_stall_timeout() -> Non
     txn.send("detections", b"a")
     txn.commit({("frames", 0): 1}, "group")
     assert watched[1:] == [
-        ("send_offsets_to_transaction", STALL_TIMEOUT_S),
-        ("commit_transaction", STALL_TIMEOUT_S),
+        ("send_offsets_to_transaction", STAGE_TIMEOUT_S),
+        ("commit_transaction", STAGE_TIMEOUT_S),
     ]
 
 

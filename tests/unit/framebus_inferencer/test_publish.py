@@ -32,7 +32,7 @@ def publisher(script: Script, publications: list[list[int]]) -> tuple[Publisher,
 
     Offsets 0 to the highest are received first, so an offset not yet published is held back.
     """
-    control = Control(Health(), stall_timeout_s=4.0)
+    control = Control(Health(), stage_timeout_s=4.0)
     inbox: StageQueue[Publication] = StageQueue(control, maxsize=len(publications) + 1)
     ledger = CommitLedger(8)
     for offset in range(max(max(p) for p in publications) + 1):

@@ -36,7 +36,7 @@ from tests.unit.framebus_inferencer.stubkafka import (
 )
 
 SIZE = 32
-STALL_TIMEOUT_S = 2.0  # transactional calls time out at 1 s; the watchdog allows 2 s
+STAGE_TIMEOUT_S = 2.0  # transactional calls time out at 1 s; the watchdog allows 2 s
 CHECK_EVERY_S = 0.1
 GRACE_S = 0.2
 
@@ -76,7 +76,7 @@ def settings_for(model: Path, delivery: DeliveryMode) -> InferencerSettings:
         delivery=delivery,
         max_batch=2,
         max_wait_ms=5,
-        stall_timeout_s=STALL_TIMEOUT_S,
+        stage_timeout_s=STAGE_TIMEOUT_S,
     )
 
 
@@ -157,7 +157,7 @@ def test_pipeline_when_transactional_call_never_returns_then_stack_dumped_unread
     assert code == EXIT_STALLED
     # Within its budget (twice the call's timeout), plus one look and the grace.
     stuck_for = at - run.blocking.entered[call]
-    assert STALL_TIMEOUT_S < stuck_for < STALL_TIMEOUT_S + 2 * CHECK_EVERY_S + GRACE_S + 1.0
+    assert STAGE_TIMEOUT_S < stuck_for < STAGE_TIMEOUT_S + 2 * CHECK_EVERY_S + GRACE_S + 1.0
     alive, body = run.health.liveness()
     assert not alive
     assert any(f"publish stuck in {call}" in c for c in body["stuck_calls"]), body
@@ -177,7 +177,7 @@ def test_pipeline_when_engine_run_never_returns_then_infer_stage_reported_and_ex
     run.blocking.block.add("engine_run")
     code, at = run.wait_exit(20)
     assert code == EXIT_STALLED
-    assert at - run.blocking.entered["engine_run"] > STALL_TIMEOUT_S
+    assert at - run.blocking.entered["engine_run"] > STAGE_TIMEOUT_S
     _, body = run.health.liveness()
     assert any("infer stuck in engine run" in c for c in body["stuck_calls"]), body
     assert "infer_slot" in run.dump.read_text()
@@ -193,7 +193,7 @@ def test_receive_when_pipeline_stays_full_then_fetching_paused_group_polled_and_
     receiver = run.pipeline.receiver
     receiver.pause_after_s = 0.3
     receiver.full_budget_s = 1.5
-    run.pipeline.control.stall_timeout_s = 30.0
+    run.pipeline.control.stage_timeout_s = 30.0
     run.blocking.block.add("engine_run")
     code, _ = run.wait_exit(20)
     assert code == EXIT_STALLED
@@ -212,7 +212,7 @@ def test_pipeline_when_nothing_blocks_then_every_frame_published_and_no_exit(
     while time.monotonic() < deadline and run.pipeline.stats.by_status.get("INFERRED", 0) < 6:
         time.sleep(0.05)
     assert run.pipeline.stats.by_status.get("INFERRED", 0) == 6
-    time.sleep(STALL_TIMEOUT_S + 0.5)  # idle is not a stall
+    time.sleep(STAGE_TIMEOUT_S + 0.5)  # idle is not a stall
     assert not run.exited
     assert run.health.liveness()[0]
 

@@ -39,7 +39,7 @@ from framebus.kafka.transactions import Transactions, rewinding
 log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
-STALL_TIMEOUT_S = 60.0  # the services' `stall_timeout_s` default
+STAGE_TIMEOUT_S = 60.0  # the services' `stage_timeout_s` default
 # A crashed instance's open transaction holds back read_committed readers until the broker aborts
 # it; a restarted instance with the same transactional.id aborts it at once.
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -99,7 +99,7 @@ class StatefulConfig:
     max_batch: int = 500
     poll_s: float = 0.05  # a batch closes after this long, so an idle camera waits no longer
     stop_after_idle_s: float = 0.0
-    stall_timeout_s: float = STALL_TIMEOUT_S  # transactional calls time out at half
+    stage_timeout_s: float = STAGE_TIMEOUT_S  # transactional calls time out at half
 
 
 @dataclass
@@ -176,7 +176,7 @@ class StatefulRunner:
             {"enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS},
             watch=self._watch,
         )
-        txn = Transactions(producer, c.stall_timeout_s)
+        txn = Transactions(producer, c.stage_timeout_s)
         try:
             # Before joining the group: fences an earlier incarnation and aborts its transaction.
             txn.init()

@@ -51,17 +51,17 @@ class RewindError(KafkaError):
         self.committed = committed
 
 
-def call_timeout_s(stall_timeout_s: float) -> float:
+def call_timeout_s(stage_timeout_s: float) -> float:
     """Each transactional call's timeout: half the stall timeout (the watchdog allows twice)."""
-    return stall_timeout_s / 2
+    return stage_timeout_s / 2
 
 
 class Transactions:
     """One transactional producer's transactions: begun on the first send, then committed."""
 
-    def __init__(self, producer: Producer, stall_timeout_s: float) -> None:
+    def __init__(self, producer: Producer, stage_timeout_s: float) -> None:
         self.producer = producer
-        self.timeout_s = call_timeout_s(stall_timeout_s)
+        self.timeout_s = call_timeout_s(stage_timeout_s)
         self.committed = 0  # transactions committed by this engine
         self._open = False
 

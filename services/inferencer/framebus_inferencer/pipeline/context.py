@@ -45,7 +45,7 @@ def stage_context(
     """A pipeline's context: its control watched by `health`, tracing on the frames topic."""
     return StageContext(
         settings,
-        Control(health or Health(), settings.stall_timeout_s),
+        Control(health or Health(), settings.stage_timeout_s),
         stats or InferencerStats(),
         state or RunState(),
         BatchTracing(settings.topics.frames_topic, settings.consumer_group),

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 
 from framebus.telemetry.health import Health, thread_loop_name
 
-DEFAULT_STALL_TIMEOUT_S = 60.0  # the `stall_timeout_s` setting's default
+DEFAULT_STAGE_TIMEOUT_S = 60.0  # the `stage_timeout_s` setting's default
 
 
 def wall_us() -> int:
@@ -19,11 +19,11 @@ def wall_us() -> int:
 class Control:
     """Stop and failure of the pipeline, and the start-up gates the receive thread waits for."""
 
-    def __init__(self, health: Health, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> None:
+    def __init__(self, health: Health, stage_timeout_s: float = DEFAULT_STAGE_TIMEOUT_S) -> None:
         self.health = health
         # A loop that has not come round, or a call that has not returned, for this long is
         # stuck: the watchdog (`framebus.telemetry.watchdog`) then ends the process.
-        self.stall_timeout_s = stall_timeout_s
+        self.stage_timeout_s = stage_timeout_s
         self.stop = threading.Event()
         self.warmed = threading.Event()  # set by the infer thread once the engine is warm
         self.publisher_ready = threading.Event()  # set once the producer can send
@@ -52,11 +52,11 @@ class Control:
     def beat(self) -> None:
         """A stage waiting on a queue is alive (backpressure is not a stall): it beats."""
         if threading.current_thread().name.startswith("fb-"):
-            self.health.heartbeat(thread_loop_name(), self.stall_timeout_s)
+            self.health.heartbeat(thread_loop_name(), self.stage_timeout_s)
 
     def call(self, name: str, budget_s: float | None = None) -> AbstractContextManager[None]:
-        """Watch a call that may block (default budget: `stall_timeout_s`)."""
-        return self.health.call(name, self.stall_timeout_s if budget_s is None else budget_s)
+        """Watch a call that may block (default budget: `stage_timeout_s`)."""
+        return self.health.call(name, self.stage_timeout_s if budget_s is None else budget_s)
 
     def retire(self) -> None:
         """The calling stage ended: its loop is no longer watched."""

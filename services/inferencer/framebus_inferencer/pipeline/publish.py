@@ -50,7 +50,7 @@ class Publisher:
         # Its calls time out at half the stall timeout: within the broker's default transaction
         # timeout (60 s) at the default stall timeout.
         eos = ctx.settings.delivery is DeliveryMode.EXACTLY_ONCE
-        self.txn = Transactions(producer, ctx.control.stall_timeout_s) if eos else None
+        self.txn = Transactions(producer, ctx.control.stage_timeout_s) if eos else None
         self._group_metadata: Any = None
 
     def run(self) -> None:
