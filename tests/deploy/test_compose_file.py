@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from framebus import settings as cfg
-from framebus_tracker.settings import TrackerSettings
+from framebus.topology import TopicSettings
 from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import REPO, Rendered, process_env
 
@@ -159,44 +159,57 @@ def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
     deps = tracker["depends_on"]
     assert set(deps) == {"topics", "otel-collector"}
     assert deps["topics"]["condition"] == "service_completed_successfully"
-    assert "--tracker" in services["topics"]["command"]  # the step that makes its topics
     env = tracker["environment"]
     assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
     assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
     assert tracker["ports"] == ["127.0.0.1:8083:8080"]
 
 
-def test_tracker_topics_when_created_then_changelog_has_the_detections_partition_count(
+def _env(service: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in service.get("environment", {}).items()}
+
+
+def _argv(service: dict[str, Any]) -> list[str]:
+    return [*service.get("entrypoint", []), *service.get("command", [])]
+
+
+def _flag(argv: list[str], name: str) -> int:
+    return int(argv[argv.index(name) + 1])
+
+
+def test_topics_step_when_run_then_it_creates_every_topic_each_service_names(
     compose: dict[str, Any], run_topics_step: TopicsStep
 ) -> None:
     """Run compose's topics step through the CLI with its env, Kafka's admin stubbed."""
     services = compose["services"]
-    step = services["topics"]
-    argv = [*step["entrypoint"], *step["command"]]
-    env = {k: str(v) for k, v in step["environment"].items()}
-    by_name = {s.name: s for s in run_topics_step(argv, env)}
+    argv = _argv(services["topics"])
+    by_name = {s.name: s for s in run_topics_step(argv, _env(services["topics"]))}
 
-    tracker = cfg.load(
-        TrackerSettings, {k: str(v) for k, v in services["tracker"]["environment"].items()}
-    )
-    changelog = by_name[tracker.tracker_changelog_topic]
-    assert changelog.config["cleanup.policy"] == "compact"
-    detections = int(argv[argv.index("--detections-partitions") + 1])
-    assert changelog.partitions == by_name[tracker.tracks_topic].partitions == detections
+    readers = [s for s in services.values() if s["image"].startswith("framebus/")]
+    for service in readers:
+        names = cfg.load(TopicSettings, _env(service))
+        assert set(names.env().values()) <= set(by_name), _argv(service)
+    topics = cfg.load(TopicSettings, _env(services["tracker"]))
+    detections = _flag(argv, "--detections-partitions")
+    for changelog in (topics.tracker_changelog_topic, topics.alerts_changelog_topic):
+        assert by_name[changelog].config["cleanup.policy"] == "compact"
+        assert by_name[changelog].partitions == detections
+    assert by_name[topics.tracks_topic].partitions == detections
 
 
-def test_tracker_topics_when_compose_and_chart_then_they_run_the_same_step(
+def test_topics_step_when_compose_and_chart_then_they_run_the_same_step(
     compose: dict[str, Any], rendered: dict[str, Rendered]
 ) -> None:
-    """Both run `framebus topics create --tracker` with the tracker's topic names."""
+    """Both run `framebus topics create` with the same flags and the same topic names."""
     (job,) = rendered["default"].of_kind("Job")
     (chart_step,) = job["spec"]["template"]["spec"]["containers"]
     assert "initContainers" not in job["spec"]["template"]["spec"]
     compose_step = compose["services"]["topics"]
     chart_argv = [*chart_step["command"], *chart_step["args"]]
-    compose_argv = [*compose_step["entrypoint"], *compose_step["command"]]
+    compose_argv = _argv(compose_step)
     assert chart_argv[:3] == compose_argv[:3] == ["framebus", "topics", "create"]
-    assert "--tracker" in chart_argv and "--tracker" in compose_argv
-    names = ("FRAMEBUS_TRACKS_TOPIC", "FRAMEBUS_TRACKER_CHANGELOG_TOPIC")
-    chart_env = process_env(chart_step)
-    assert {n: chart_env[n] for n in names} == {n: compose_step["environment"][n] for n in names}
+    flags = {"--frames-partitions", "--detections-partitions"}
+    assert flags <= set(chart_argv) and flags <= set(compose_argv)
+    assert cfg.load(TopicSettings, process_env(chart_step)) == cfg.load(
+        TopicSettings, _env(compose_step)
+    )

@@ -181,6 +181,9 @@ def test_live_when_knobs_set_then_they_load_into_the_live_settings(
     env = process_env(helm.render([write_values(tmp_path, values)]).container("live"))
     loaded = cfg.load(LiveSettings, env)
     assert loaded.http_port == 9000
-    assert (loaded.tracks_topic, loaded.alerts_topic) == ("site.tracks", "site.alerts")
+    assert (loaded.topics.tracks_topic, loaded.topics.alerts_topic) == (
+        "site.tracks",
+        "site.alerts",
+    )
     assert loaded.live_group == "viewers"
     assert loaded.live_source is LiveSource.TRACKS

@@ -31,8 +31,6 @@ SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "tracker": (TrackerSettings,),
     "live": (LiveSettings,),
     "topics": (KafkaSettings, TopicSettings),
-    # `framebus topics create --tracker` also reads the tracker's topic names.
-    "topics --tracker": (KafkaSettings, TopicSettings, TrackerSettings),
 }
 
 
@@ -66,8 +64,6 @@ def _command_of(argv: list[str]) -> str:
         if tuple(argv[: len(prefix)]) == prefix:
             return command
     assert argv[0] == "framebus", argv
-    if argv[1] == "topics" and "--tracker" in argv:
-        return "topics --tracker"
     return str(argv[1])
 
 
