@@ -12,12 +12,19 @@ import yaml
 
 from framebus import settings as cfg
 from framebus.topology import TopicSettings
+from framebus_alerts.settings import AlertsSettings
+from tests.deploy.composeutil import (
+    COMPOSE,
+    cpu_service,
+    load_compose,
+    service_argv,
+    service_env,
+)
 from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import REPO, Rendered, process_env
 
 pytestmark = pytest.mark.deploy
 
-COMPOSE = REPO / "compose.yaml"
 OTEL_CONFIG = REPO / "deploy" / "otel-collector.yaml"
 
 
@@ -41,8 +48,7 @@ def _check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
-    return doc
+    return load_compose()
 
 
 def test_compose_when_checked_then_it_matches_the_compose_spec_schema() -> None:
@@ -85,7 +91,7 @@ def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
 ) -> None:
     services = compose["services"]
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
-    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
         deps = services[name]["depends_on"]
         assert deps["topics"]["condition"] == "service_completed_successfully", name
         assert "healthcheck" in services[name], name
@@ -117,7 +123,7 @@ def test_tracing_when_stack_runs_then_services_export_to_collector_and_collector
     services = compose["services"]
     assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
-    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
         assert env["OTEL_SERVICE_NAME"].startswith("framebus-")
@@ -149,28 +155,12 @@ def test_decoder_when_started_then_its_camera_file_lists_the_sample_camera(
 def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
     compose: dict[str, Any],
 ) -> None:
-    services = compose["services"]
-    tracker = services["tracker"]
-    assert tracker["entrypoint"] == ["python", "-m", "framebus_tracker"]
-    assert tracker["image"] == services["decoder"]["image"]  # the CPU services' image
-    assert "profiles" not in tracker  # tracks whichever inferencer profile runs
-    assert "deploy" not in tracker  # no GPU reservation
-    assert tracker["read_only"] is True
-    deps = tracker["depends_on"]
-    assert set(deps) == {"topics", "otel-collector"}
-    assert deps["topics"]["condition"] == "service_completed_successfully"
+    tracker = cpu_service(compose, "tracker")
+    assert set(tracker["depends_on"]) == {"topics", "otel-collector"}
     env = tracker["environment"]
     assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
     assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
     assert tracker["ports"] == ["127.0.0.1:8083:8080"]
-
-
-def _env(service: dict[str, Any]) -> dict[str, str]:
-    return {k: str(v) for k, v in service.get("environment", {}).items()}
-
-
-def _argv(service: dict[str, Any]) -> list[str]:
-    return [*service.get("entrypoint", []), *service.get("command", [])]
 
 
 def _flag(argv: list[str], name: str) -> int:
@@ -182,19 +172,21 @@ def test_topics_step_when_run_then_it_creates_every_topic_each_service_names(
 ) -> None:
     """Run compose's topics step through the CLI with its env, Kafka's admin stubbed."""
     services = compose["services"]
-    argv = _argv(services["topics"])
-    by_name = {s.name: s for s in run_topics_step(argv, _env(services["topics"]))}
+    argv = service_argv(services["topics"])
+    by_name = {s.name: s for s in run_topics_step(argv, service_env(services["topics"]))}
 
     readers = [s for s in services.values() if s["image"].startswith("framebus/")]
     for service in readers:
-        names = cfg.load(TopicSettings, _env(service))
-        assert set(names.env().values()) <= set(by_name), _argv(service)
-    topics = cfg.load(TopicSettings, _env(services["tracker"]))
+        names = cfg.load(TopicSettings, service_env(service))
+        assert set(names.env().values()) <= set(by_name), service_argv(service)
+    topics = cfg.load(TopicSettings, service_env(services["tracker"]))
     detections = _flag(argv, "--detections-partitions")
     for changelog in (topics.tracker_changelog_topic, topics.alerts_changelog_topic):
         assert by_name[changelog].config["cleanup.policy"] == "compact"
         assert by_name[changelog].partitions == detections
     assert by_name[topics.tracks_topic].partitions == detections
+    alerts = cfg.load(AlertsSettings, service_env(services["alerts"]))
+    assert by_name[topics.alerts_topic].partitions == alerts.alerts_partitions
 
 
 def test_topics_step_when_compose_and_chart_then_they_run_the_same_step(
@@ -206,10 +198,10 @@ def test_topics_step_when_compose_and_chart_then_they_run_the_same_step(
     assert "initContainers" not in job["spec"]["template"]["spec"]
     compose_step = compose["services"]["topics"]
     chart_argv = [*chart_step["command"], *chart_step["args"]]
-    compose_argv = _argv(compose_step)
+    compose_argv = service_argv(compose_step)
     assert chart_argv[:3] == compose_argv[:3] == ["framebus", "topics", "create"]
-    flags = {"--frames-partitions", "--detections-partitions"}
+    flags = {"--frames-partitions", "--detections-partitions", "--alerts-partitions"}
     assert flags <= set(chart_argv) and flags <= set(compose_argv)
     assert cfg.load(TopicSettings, process_env(chart_step)) == cfg.load(
-        TopicSettings, _env(compose_step)
+        TopicSettings, service_env(compose_step)
     )
