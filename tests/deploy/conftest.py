@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from framebus import topology
 from framebus.kafka import topics as kafka_topics
 from framebus.kafka.topics import TopicSpec
 from framebus_tools import cli
@@ -68,7 +69,8 @@ def run_topics_step(monkeypatch: pytest.MonkeyPatch) -> TopicsStep:
         return [s.name for s in specs]
 
     monkeypatch.setattr(kafka_topics, "ensure_topics", ensure_topics)
-    monkeypatch.setattr(kafka_topics, "broker_count", lambda _kafka: 1)
+    # framebus.topology asks the cluster's size (Sizing.copies) through its own import.
+    monkeypatch.setattr(topology, "broker_count", lambda _kafka: 1)
 
     def run(argv: Sequence[str], env: Mapping[str, str]) -> list[TopicSpec]:
         assert list(argv[:3]) == ["framebus", "topics", "create"], argv

@@ -26,6 +26,15 @@ KEDA_ON: dict[str, Any] = {
     "enabled": True,
     "prometheus": {"serverAddress": "http://prometheus-operated.monitoring.svc:9090"},
 }
+# `alerts` values that turn the alerts consumer on: it needs rules (one object rule here).
+DOOR_COUNTER = {
+    "name": "door-counter",
+    "type": "line_crossing",
+    "camera": "cam-1",
+    "classes": ["person"],
+    "line": [[600, 700], [1300, 700]],
+}
+ALERTS_ON: dict[str, Any] = {"enabled": True, "rules": [DOOR_COUNTER]}
 
 
 def _k8s_version() -> str:
@@ -93,6 +102,12 @@ class Helm:
                 item.removeprefix("string:"),
             ]
         return self.run(*args)
+
+    def render_fails(self, values: Sequence[Path | None] = (), sets: Sequence[str] = ()) -> str:
+        """`helm template` that must fail (a schema or validate.yaml check); its stderr."""
+        proc = self.template_cmd(values, sets)
+        assert proc.returncode != 0, "helm template succeeded"
+        return proc.stderr
 
     def render(self, values: Sequence[Path | None] = (), sets: Sequence[str] = ()) -> Rendered:
         """`helm template`; fails the test with helm's message if rendering fails."""
@@ -167,6 +182,22 @@ def process_env(container: dict[str, Any]) -> dict[str, str]:
         else:
             env[entry["name"]] = "pod-0"
     return env
+
+
+def cpu_service_containers(
+    result: Rendered, component: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The CPU service's only container and the (first) decoder's, checked to share an image.
+
+    The service (tracker, alerts, live) runs `python -m framebus_<component>` from the decoder
+    image, which carries every CPU service.
+    """
+    container = result.container(component)
+    (decoder, *_) = result.deployments("decoder")
+    (decoder_container,) = decoder["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", f"framebus_{component}"]
+    assert container["image"] == decoder_container["image"]
+    return container, decoder_container
 
 
 def assert_off_the_gpu_pool(result: Rendered, component: str) -> None:

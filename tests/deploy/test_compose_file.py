@@ -11,13 +11,20 @@ import pytest
 import yaml
 
 from framebus import settings as cfg
-from framebus_tracker.settings import TrackerSettings
+from framebus.topology import TopicSettings
+from framebus_alerts.settings import AlertsSettings
+from tests.deploy.composeutil import (
+    COMPOSE,
+    cpu_service,
+    load_compose,
+    service_argv,
+    service_env,
+)
 from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import REPO, Rendered, process_env
 
 pytestmark = pytest.mark.deploy
 
-COMPOSE = REPO / "compose.yaml"
 OTEL_CONFIG = REPO / "deploy" / "otel-collector.yaml"
 
 
@@ -41,8 +48,7 @@ def _check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
-    return doc
+    return load_compose()
 
 
 def test_compose_when_checked_then_it_matches_the_compose_spec_schema() -> None:
@@ -85,7 +91,7 @@ def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
 ) -> None:
     services = compose["services"]
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
-    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
         deps = services[name]["depends_on"]
         assert deps["topics"]["condition"] == "service_completed_successfully", name
         assert "healthcheck" in services[name], name
@@ -117,7 +123,7 @@ def test_tracing_when_stack_runs_then_services_export_to_collector_and_collector
     services = compose["services"]
     assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
-    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker"):
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
         assert env["OTEL_SERVICE_NAME"].startswith("framebus-")
@@ -149,54 +155,53 @@ def test_decoder_when_started_then_its_camera_file_lists_the_sample_camera(
 def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
     compose: dict[str, Any],
 ) -> None:
-    services = compose["services"]
-    tracker = services["tracker"]
-    assert tracker["entrypoint"] == ["python", "-m", "framebus_tracker"]
-    assert tracker["image"] == services["decoder"]["image"]  # the CPU services' image
-    assert "profiles" not in tracker  # tracks whichever inferencer profile runs
-    assert "deploy" not in tracker  # no GPU reservation
-    assert tracker["read_only"] is True
-    deps = tracker["depends_on"]
-    assert set(deps) == {"topics", "otel-collector"}
-    assert deps["topics"]["condition"] == "service_completed_successfully"
-    assert "--tracker" in services["topics"]["command"]  # the step that makes its topics
+    tracker = cpu_service(compose, "tracker")
+    assert set(tracker["depends_on"]) == {"topics", "otel-collector"}
     env = tracker["environment"]
     assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
     assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
     assert tracker["ports"] == ["127.0.0.1:8083:8080"]
 
 
-def test_tracker_topics_when_created_then_changelog_has_the_detections_partition_count(
+def _flag(argv: list[str], name: str) -> int:
+    return int(argv[argv.index(name) + 1])
+
+
+def test_topics_step_when_run_then_it_creates_every_topic_each_service_names(
     compose: dict[str, Any], run_topics_step: TopicsStep
 ) -> None:
     """Run compose's topics step through the CLI with its env, Kafka's admin stubbed."""
     services = compose["services"]
-    step = services["topics"]
-    argv = [*step["entrypoint"], *step["command"]]
-    env = {k: str(v) for k, v in step["environment"].items()}
-    by_name = {s.name: s for s in run_topics_step(argv, env)}
+    argv = service_argv(services["topics"])
+    by_name = {s.name: s for s in run_topics_step(argv, service_env(services["topics"]))}
 
-    tracker = cfg.load(
-        TrackerSettings, {k: str(v) for k, v in services["tracker"]["environment"].items()}
-    )
-    changelog = by_name[tracker.tracker_changelog_topic]
-    assert changelog.config["cleanup.policy"] == "compact"
-    detections = int(argv[argv.index("--detections-partitions") + 1])
-    assert changelog.partitions == by_name[tracker.tracks_topic].partitions == detections
+    readers = [s for s in services.values() if s["image"].startswith("framebus/")]
+    for service in readers:
+        names = cfg.load(TopicSettings, service_env(service))
+        assert set(names.env().values()) <= set(by_name), service_argv(service)
+    topics = cfg.load(TopicSettings, service_env(services["tracker"]))
+    detections = _flag(argv, "--detections-partitions")
+    for changelog in (topics.tracker_changelog_topic, topics.alerts_changelog_topic):
+        assert by_name[changelog].config["cleanup.policy"] == "compact"
+        assert by_name[changelog].partitions == detections
+    assert by_name[topics.tracks_topic].partitions == detections
+    alerts = cfg.load(AlertsSettings, service_env(services["alerts"]))
+    assert by_name[topics.alerts_topic].partitions == alerts.alerts_partitions
 
 
-def test_tracker_topics_when_compose_and_chart_then_they_run_the_same_step(
+def test_topics_step_when_compose_and_chart_then_they_run_the_same_step(
     compose: dict[str, Any], rendered: dict[str, Rendered]
 ) -> None:
-    """Both run `framebus topics create --tracker` with the tracker's topic names."""
+    """Both run `framebus topics create` with the same flags and the same topic names."""
     (job,) = rendered["default"].of_kind("Job")
     (chart_step,) = job["spec"]["template"]["spec"]["containers"]
     assert "initContainers" not in job["spec"]["template"]["spec"]
     compose_step = compose["services"]["topics"]
     chart_argv = [*chart_step["command"], *chart_step["args"]]
-    compose_argv = [*compose_step["entrypoint"], *compose_step["command"]]
+    compose_argv = service_argv(compose_step)
     assert chart_argv[:3] == compose_argv[:3] == ["framebus", "topics", "create"]
-    assert "--tracker" in chart_argv and "--tracker" in compose_argv
-    names = ("FRAMEBUS_TRACKS_TOPIC", "FRAMEBUS_TRACKER_CHANGELOG_TOPIC")
-    chart_env = process_env(chart_step)
-    assert {n: chart_env[n] for n in names} == {n: compose_step["environment"][n] for n in names}
+    flags = {"--frames-partitions", "--detections-partitions", "--alerts-partitions"}
+    assert flags <= set(chart_argv) and flags <= set(compose_argv)
+    assert cfg.load(TopicSettings, process_env(chart_step)) == cfg.load(
+        TopicSettings, service_env(compose_step)
+    )

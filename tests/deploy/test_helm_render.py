@@ -134,6 +134,11 @@ def test_crd_schema_when_trigger_metadata_is_wrong_then_it_is_rejected(
         ("live.replicas=2", "/live"),  # one pod serves every viewer
         ("live.service.type=ExternalName", "/live/service/type"),
         ("kafka.topics.alerts=bad topic", "/kafka/topics/alerts"),
+        ("alerts.source=auto", "/alerts/source"),  # KEDA must know the topic
+        ("alerts.rules=5", "/alerts/rules"),
+        ("alerts.rules[0]=door", "/alerts/rules/0"),
+        ("alerts.keda.maxReplicaCount=0", "/alerts/keda/maxReplicaCount"),
+        ("alerts.gpu.enabled=true", "/alerts"),  # alerts have no GPU settings
     ],
 )
 def test_schema_when_value_is_wrong_then_helm_rejects_it_naming_the_key(

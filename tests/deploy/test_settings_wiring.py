@@ -17,6 +17,7 @@ import yaml
 from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings
 from framebus.topology import TopicSettings
+from framebus_alerts.settings import AlertsSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
 from framebus_live.settings import LiveSettings
@@ -29,10 +30,9 @@ SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "decoder": (DecoderSettings,),
     "inferencer": (InferencerSettings,),
     "tracker": (TrackerSettings,),
+    "alerts": (AlertsSettings,),
     "live": (LiveSettings,),
     "topics": (KafkaSettings, TopicSettings),
-    # `framebus topics create --tracker` also reads the tracker's topic names.
-    "topics --tracker": (KafkaSettings, TopicSettings, TrackerSettings),
 }
 
 
@@ -56,6 +56,7 @@ ENTRY_POINTS = {
     ("python", "-m", "framebus_decoder"): "decoder",
     ("python", "-m", "framebus_inferencer"): "inferencer",
     ("python", "-m", "framebus_tracker"): "tracker",
+    ("python", "-m", "framebus_alerts"): "alerts",
     ("python", "-m", "framebus_live"): "live",
 }
 
@@ -66,8 +67,6 @@ def _command_of(argv: list[str]) -> str:
         if tuple(argv[: len(prefix)]) == prefix:
             return command
     assert argv[0] == "framebus", argv
-    if argv[1] == "topics" and "--tracker" in argv:
-        return "topics --tracker"
     return str(argv[1])
 
 
@@ -93,8 +92,8 @@ def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() ->
         argv = [*service.get("entrypoint", []), *service.get("command", [])]
         commands.append(_command_of(argv))
         _check(commands[-1], env, f"compose {name}")
-    assert len(commands) == 6
-    assert "live" in commands
+    assert len(commands) == 7
+    assert {"tracker", "alerts", "live"} <= set(commands)
 
 
 def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 
 from framebus import settings as cfg
+from framebus.topology import TopicSettings
 from framebus_tracker.settings import TrackerSettings
 from tests.deploy.conftest import TopicsStep
 from tests.deploy.helmutil import (
+    ALERTS_ON,
     KEDA_ON,
     Helm,
     Rendered,
     assert_off_the_gpu_pool,
     containers_of,
+    cpu_service_containers,
     env_of,
     process_env,
     write_values,
@@ -39,12 +42,7 @@ def _topics_argv(container: dict[str, Any]) -> list[str]:
 def test_tracker_when_rendered_then_it_runs_the_tracker_module_from_the_decoder_image(
     rendered: dict[str, Rendered], values_name: str
 ) -> None:
-    result = rendered[values_name]
-    container = result.container("tracker")
-    (decoder, *_) = result.deployments("decoder")
-    (decoder_container,) = decoder["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["python", "-m", "framebus_tracker"]
-    assert container["image"] == decoder_container["image"]
+    container, _ = cpu_service_containers(rendered[values_name], "tracker")
     env = env_of(container)
     assert env["FRAMEBUS_DETECTIONS_TOPIC"]["value"] == "framebus.detections"
     assert env["FRAMEBUS_TRACKS_TOPIC"]["value"] == "framebus.tracks"
@@ -71,7 +69,10 @@ def test_tracker_when_knobs_set_then_the_app_loads_exactly_those_values(
     loaded = cfg.load(TrackerSettings, process_env(result.container("tracker")))
     assert (loaded.tracker_group, loaded.min_hits, loaded.max_lost_s) == ("trk", 3, 1.5)
     assert (loaded.match_buffer, loaded.min_match_iou) == (0.25, 0.1)
-    assert (loaded.tracks_topic, loaded.tracker_changelog_topic) == ("t.tracks", "t.changelog")
+    assert (loaded.topics.tracks_topic, loaded.topics.tracker_changelog_topic) == (
+        "t.tracks",
+        "t.changelog",
+    )
     assert loaded.http_port == 8080
 
 
@@ -154,51 +155,63 @@ def test_tracker_keda_when_switched_off_then_fixed_replicas_and_no_scaled_object
 def test_tracker_replicas_when_more_than_detections_partitions_then_render_fails(
     helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
 ) -> None:
-    proc = helm.template_cmd(values=[write_values(tmp_path, values)])
-    assert proc.returncode != 0
-    assert message in proc.stderr
+    assert message in helm.render_fails([write_values(tmp_path, values)])
 
 
-def test_tracker_when_disabled_then_none_of_its_objects_render(helm: Helm, tmp_path: Path) -> None:
+def test_tracker_when_disabled_then_none_of_its_objects_render_and_the_topics_stay(
+    helm: Helm, tmp_path: Path
+) -> None:
     values = {"keda": KEDA_ON, "tracker": {"enabled": False}}
     result = helm.render([write_values(tmp_path, values)])
     for kind in ("Deployment", "Service", "PodDisruptionBudget", "ScaledObject"):
         assert not result.of_component(kind, "tracker"), kind
-    topics = _topics_container(result)
-    assert "--tracker" not in topics["args"]
-    assert not {"FRAMEBUS_TRACKS_TOPIC", "FRAMEBUS_TRACKER_CHANGELOG_TOPIC"} & set(env_of(topics))
+    # The topic Job creates the whole pipeline's topics whichever services run.
+    enabled = helm.render([write_values(tmp_path, {"keda": KEDA_ON}, "enabled.yaml")])
+    assert _topics_container(result) == _topics_container(enabled)
 
 
-def test_topics_job_when_tracker_enabled_then_it_creates_tracks_and_compacted_changelog(
+def test_topics_job_when_run_then_it_creates_tracks_and_compacted_changelogs(
     rendered: dict[str, Rendered], run_topics_step: TopicsStep
 ) -> None:
     """Run the Job's command line through the CLI with the rendered env, Kafka's admin stubbed."""
     container = _topics_container(rendered["gpu-keda"])
-    assert "--tracker" in container["args"]
     created = run_topics_step(_topics_argv(container), process_env(container))
 
     by_name = {s.name: s for s in created}
-    assert {"framebus.tracks", "framebus.tracker-changelog"} < set(by_name)
-    changelog = by_name["framebus.tracker-changelog"]
-    assert changelog.config["cleanup.policy"] == "compact"
-    # gpu-keda: 24 frames and 12 detections partitions; the changelog follows detections.
-    assert changelog.partitions == by_name["framebus.tracks"].partitions == 12
-    assert changelog.partitions == by_name["framebus.detections"].partitions
-    assert changelog.replication_factor == by_name["framebus.detections"].replication_factor
+    changelogs = ("framebus.tracker-changelog", "framebus.alerts-changelog")
+    assert {"framebus.tracks", "framebus.alerts", *changelogs} < set(by_name)
+    detections = by_name["framebus.detections"]
+    for name in changelogs:
+        changelog = by_name[name]
+        assert changelog.config["cleanup.policy"] == "compact", name
+        # gpu-keda: 24 frames and 12 detections partitions; the changelogs follow detections.
+        assert changelog.partitions == by_name["framebus.tracks"].partitions == 12, name
+        assert changelog.partitions == detections.partitions, name
+        assert changelog.replication_factor == detections.replication_factor, name
     assert "cleanup.policy" not in by_name["framebus.tracks"].config
+    assert by_name["framebus.alerts"].partitions == 3  # kafka.partitions.alerts
 
 
-def test_topics_job_when_tracker_topics_renamed_then_it_creates_the_names_the_tracker_reads(
+def test_topics_job_when_topics_renamed_then_it_creates_the_names_every_service_reads(
     helm: Helm, tmp_path: Path, run_topics_step: TopicsStep
 ) -> None:
-    values = {"kafka": {"topics": {"tracks": "t.tracks", "trackerChangelog": "t.changelog"}}}
+    topics = {
+        "tracks": "t.tracks",
+        "trackerChangelog": "t.changelog",
+        "alerts": "t.alerts",
+        "alertsChangelog": "t.alerts-changelog",
+    }
+    values = {"kafka": {"topics": topics}, "alerts": ALERTS_ON, "live": {"enabled": True}}
     result = helm.render([write_values(tmp_path, values)])
     container = _topics_container(result)
-    job_names = cfg.load(TrackerSettings, process_env(container))
-    tracker = cfg.load(TrackerSettings, process_env(result.container("tracker")))
-    assert (job_names.tracks_topic, job_names.tracker_changelog_topic) == (
-        tracker.tracks_topic,
-        tracker.tracker_changelog_topic,
-    )
+    job_names = cfg.load(TopicSettings, process_env(container))
+    components = {"decoder", "inferencer", "tracker", "alerts", "live"}
+    seen = set()
+    for component, pod_spec in result.pod_specs():
+        for c in pod_spec["containers"]:
+            assert cfg.load(TopicSettings, process_env(c)) == job_names, component
+        seen.add(component)
+    assert components < seen
     created = {s.name for s in run_topics_step(_topics_argv(container), process_env(container))}
-    assert {"t.tracks", "t.changelog"} < created
+    assert set(topics.values()) < created
+    assert set(job_names.env().values()) == created

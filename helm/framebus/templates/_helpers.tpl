@@ -263,7 +263,7 @@ startupProbe:
 {{- end }}
 
 {{/*
-Image of a CPU service run from the decoder image (tracker, live): its own image values, each
+Image of a CPU service run from the decoder image (tracker, alerts, live): its own image values, each
 empty field taken from decoder.image. Returned as YAML.
 Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
 */}}
@@ -274,7 +274,19 @@ Usage: include "framebus.cpuServiceImage" (list . .Values.tracker.image)
 {{- end }}
 
 {{/*
-Deployment of a CPU service run from the decoder image (tracker, live): labels, pod annotations
+The replicas line of a Deployment that KEDA may scale: empty under KEDA (keda.enabled and the
+component's keda.enabled), whose ScaledObject then owns the count, else `replicas: <replicas>`.
+Usage: include "framebus.replicasUnlessKeda" (list . .Values.tracker)
+*/}}
+{{- define "framebus.replicasUnlessKeda" -}}
+{{- $v := index . 1 }}
+{{- if not (and (index . 0).Values.keda.enabled $v.keda.enabled) }}
+{{- printf "replicas: %v" $v.replicas }}
+{{- end }}
+{{- end }}
+
+{{/*
+Deployment of a CPU service run from the decoder image (tracker, alerts, live): labels, pod annotations
 (scrape on http.port), pod settings, image, command, port, environment, probes,
 resources, volumes and scheduling, all from the component's values.
 Parameters (a dict):
@@ -287,6 +299,10 @@ Parameters (a dict):
   module    the Python module the container runs (`python -m <module>`)
   replicas  YAML put first in the Deployment's spec (the replicas line); empty for none
   env       the component's own env entries, put after the shared ones and before extraEnv
+  annotations   optional: pod annotations of the component's own (e.g. a config checksum),
+                under the component's podAnnotations
+  volumes       optional: the component's own volumes (YAML list items), after the common ones
+  volumeMounts  optional: their mounts in the container (YAML list items)
 Usage: include "framebus.cpuServiceDeployment" (dict "root" . "component" "tracker" "values" .Values.tracker "module" "framebus_tracker" "replicas" "replicas: 1" "env" (include "framebus.tracker.env" .))
 */}}
 {{- define "framebus.cpuServiceDeployment" -}}
@@ -314,7 +330,7 @@ spec:
         {{- with $v.podLabels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-      {{- $annotations := merge (include "framebus.scrapeAnnotations" $root | fromYaml) ($v.podAnnotations | default dict) }}
+      {{- $annotations := merge (include "framebus.scrapeAnnotations" $root | fromYaml) ($v.podAnnotations | default dict) (.annotations | default dict) }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -352,8 +368,14 @@ spec:
             {{- toYaml $root.Values.securityContext | nindent 12 }}
           volumeMounts:
             {{- include "framebus.commonVolumeMounts" $root | nindent 12 }}
+            {{- with .volumeMounts }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         {{- include "framebus.commonVolumes" $root | nindent 8 }}
+        {{- with .volumes }}
+        {{- . | nindent 8 }}
+        {{- end }}
       {{- with $v.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
