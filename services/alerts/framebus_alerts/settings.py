@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
-from framebus.settings import check, setting
+from framebus.settings import (
+    check,
+    check_run_settings,
+    http_port_setting,
+    log_level_setting,
+    setting,
+    stage_timeout_setting,
+    stop_after_idle_setting,
+)
 from framebus.topology import TopicSettings
 
 
@@ -40,19 +48,11 @@ class AlertsSettings:
     transactional_id: str | None = setting(
         None, "Kafka transactional.id of this instance; default: <alerts_group>-<hostname>."
     )
-    stop_after_idle_s: float = setting(
-        0.0, "Exit after this many seconds without input (0 = run forever; demos and tests)."
-    )
-    stage_timeout_s: float = setting(
-        60.0,
-        "The loop stuck this long, or a Kafka call in it: every thread's stack is logged, "
-        "/livez and /readyz fail, and the process exits 70 to be restarted.",
-    )
-    http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
-    log_level: str = setting("info", "Log level: debug, info, warning, error.")
+    stop_after_idle_s: float = stop_after_idle_setting("input")
+    stage_timeout_s: float = stage_timeout_setting()
+    http_port: int = http_port_setting()
+    log_level: str = log_level_setting()
 
     def __post_init__(self) -> None:
         check(self.alerts_partitions >= 1, "alerts_partitions", "must be >= 1")
-        check(self.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
-        check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
-        check(1 <= self.stage_timeout_s <= 240, "stage_timeout_s", "must be between 1 and 240")
+        check_run_settings(self)

@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily
-
 from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.families import counters
 from framebus.telemetry.stateful import StatefulTelemetry
 from framebus_alerts.stats import AlertsStats
 
@@ -22,32 +21,27 @@ class AlertsCollector:
         self.stats = stats
 
     def collect(self) -> Iterator[Any]:
-        """The alerts consumer's metric families."""
-        s = self.stats
-        frames = CounterMetricFamily(
-            "framebus_alerts_frames_evaluated",
+        """The alerts service's metric families."""
+        s, p = self.stats, "framebus_alerts"
+        yield counters(
+            f"{p}_frames_evaluated",
             "Looked-at (INFERRED) records evaluated, per camera.",
-            labels=["camera_id"],
+            ["camera_id"],
+            s.engine.frames,
         )
-        for camera, n in sorted(s.engine.frames.items()):
-            frames.add_metric([camera], n)
-        skipped = CounterMetricFamily(
-            "framebus_alerts_frames_not_looked_at",
+        yield counters(
+            f"{p}_frames_not_looked_at",
             "Records of frames the model did not look at, per camera and status.",
-            labels=["camera_id", "status"],
+            ["camera_id", "status"],
+            s.engine.not_looked_at,
         )
-        for (camera, status), n in sorted(s.engine.not_looked_at.items()):
-            skipped.add_metric([camera, status], n)
-        fired = CounterMetricFamily(
-            "framebus_alerts_published", "Alerts delivered, per rule.", labels=["rule"]
+        yield counters(f"{p}_published", "Alerts delivered, per rule.", ["rule"], s.delivered)
+        yield counters(
+            f"{p}_errors",
+            "Errors of the alerts service, per kind.",
+            ["kind"],
+            {"undecodable": s.loop.dead_letters},
         )
-        for rule, n in sorted(s.delivered.items()):
-            fired.add_metric([rule], n)
-        errors = CounterMetricFamily(
-            "framebus_alerts_errors", "Errors of the alerts consumer, per kind.", labels=["kind"]
-        )
-        errors.add_metric(["undecodable"], s.loop.dead_letters)
-        yield from (frames, skipped, fired, errors)
 
 
 def alerts_telemetry(

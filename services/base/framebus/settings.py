@@ -217,3 +217,50 @@ def reference_markdown(title: str, cls: type[Any], skip_nested: bool = False) ->
     for env, flag, default, meaning in reference_rows(cls, skip_nested):
         lines.append(f"| `{env}` | `{flag}` | `{default}` | {meaning} |")
     return "\n".join(lines) + "\n"
+
+
+# ---- settings every service declares the same way -------------------------------------------
+
+MAX_STAGE_TIMEOUT_S = 240.0  # below librdkafka's max.poll.interval.ms (300 s)
+
+
+def http_port_setting() -> Any:
+    """`http_port`: where the service serves /healthz, /livez, /readyz and /metrics."""
+    return setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
+
+
+def log_level_setting() -> Any:
+    """`log_level`."""
+    return setting("info", "Log level: debug, info, warning, error.")
+
+
+def stop_after_idle_setting(what: str) -> Any:
+    """`stop_after_idle_s`: for demos and tests, an exit after `what` stop coming."""
+    return setting(
+        0.0, f"Exit after this many seconds without {what} (0 = run forever; demos and tests)."
+    )
+
+
+def stage_timeout_setting() -> Any:
+    """`stage_timeout_s`: the watchdog's budget (`framebus.telemetry.watchdog`)."""
+    return setting(
+        60.0,
+        "A stage stuck this long in one call (a Kafka transactional call or commit, an engine "
+        "run) or in its loop is a stall: every thread's stack is logged, /livez and /readyz "
+        "fail, and the process exits 70 to be restarted. Transactional calls time out at half.",
+    )
+
+
+def check_run_settings(settings: Any) -> None:
+    """Check the fields the helpers above declare, those `settings` has."""
+    if hasattr(settings, "http_port"):
+        check(0 <= settings.http_port <= 65535, "http_port", "must be a TCP port or 0")
+    if hasattr(settings, "stop_after_idle_s"):
+        check(settings.stop_after_idle_s >= 0, "stop_after_idle_s", "must be >= 0")
+    if hasattr(settings, "stage_timeout_s"):
+        check(
+            1 <= settings.stage_timeout_s <= MAX_STAGE_TIMEOUT_S,
+            "stage_timeout_s",
+            f"must be between 1 and {MAX_STAGE_TIMEOUT_S:g} (below librdkafka's "
+            "max.poll.interval.ms, 300 s)",
+        )

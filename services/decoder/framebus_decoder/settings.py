@@ -8,7 +8,13 @@ from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression
-from framebus.settings import check, setting
+from framebus.settings import (
+    check,
+    check_run_settings,
+    http_port_setting,
+    log_level_setting,
+    setting,
+)
 from framebus.topology import TopicSettings
 
 
@@ -106,15 +112,15 @@ class DecoderSettings:
     max_frames: int = setting(
         0, "Stop each camera after publishing this many frames (0 = no limit)."
     )
-    http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
-    log_level: str = setting("info", "Log level: debug, info, warning, error.")
+    http_port: int = http_port_setting()
+    log_level: str = log_level_setting()
 
     def __post_init__(self) -> None:
         check(self.target_fps >= 0, "target_fps", "must be >= 0")
         check(16 <= self.input_width <= 4096, "input_width", "must be between 16 and 4096")
         check(16 <= self.input_height <= 4096, "input_height", "must be between 16 and 4096")
         check(self.max_frames >= 0, "max_frames", "must be >= 0")
-        check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
+        check_run_settings(self)
         check(self.cameras_reload_s >= 0, "cameras_reload_s", "must be >= 0")
         check(self.decode_threads >= 0, "decode_threads", "must be >= 0")
         check(self.open_timeout_s > 0, "open_timeout_s", "must be > 0")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.families import counters, gauges
 from framebus.telemetry.service import ServiceTelemetry
 from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
 
@@ -26,47 +26,52 @@ class DecoderCollector(Collector):
     def collect(self) -> Iterator[Any]:
         """Yield the metric families (called by the registry at each scrape)."""
         snaps = self._stats.snapshot()
-        frames = CounterMetricFamily(
-            "framebus_decoder_frames",
+        p = "framebus_decoder"
+        yield counters(
+            f"{p}_frames",
             "Frames per camera by outcome: decoded, sampled_out, published, delivered, delivery_failed.",
-            labels=["camera", "outcome"],
+            ["camera", "outcome"],
+            {
+                (cid, name): snap.count(name)
+                for cid, snap in snaps.items()
+                for name in COUNTERS
+                if name != "reconnects"
+            },
         )
-        dropped = CounterMetricFamily(
-            "framebus_decoder_frames_dropped",
+        yield counters(
+            f"{p}_frames_dropped",
             "Frames dropped per camera, by reason.",
-            labels=["camera", "reason"],
+            ["camera", "reason"],
+            {(cid, r): n for cid, snap in snaps.items() for r, n in snap.dropped.items()},
         )
-        reconnects = CounterMetricFamily(
-            "framebus_decoder_reconnects", "Source reconnects per camera.", labels=["camera"]
+        yield counters(
+            f"{p}_reconnects",
+            "Source reconnects per camera.",
+            ["camera"],
+            {cid: snap.count("reconnects") for cid, snap in snaps.items()},
         )
-        errors = CounterMetricFamily(
-            "framebus_decoder_source_errors",
+        yield counters(
+            f"{p}_source_errors",
             "Source failures per camera, by reason.",
-            labels=["camera", "reason"],
+            ["camera", "reason"],
+            {(cid, r): n for cid, snap in snaps.items() for r, n in snap.errors.items()},
         )
-        state = GaugeMetricFamily(
-            "framebus_decoder_camera_state",
+        yield gauges(
+            f"{p}_camera_state",
             "1 for the camera's current state.",
-            labels=["camera", "state"],
+            ["camera", "state"],
+            {(cid, snap.state.value): 1 for cid, snap in snaps.items()},
         )
-        age = GaugeMetricFamily(
-            "framebus_decoder_last_frame_age_seconds",
+        yield gauges(
+            f"{p}_last_frame_age_seconds",
             "Seconds since the camera's last decoded frame.",
-            labels=["camera"],
+            ["camera"],
+            {
+                cid: snap.last_frame_age_s
+                for cid, snap in snaps.items()
+                if snap.last_frame_age_s is not None
+            },
         )
-        for cid, snap in snaps.items():
-            for name in COUNTERS:
-                if name != "reconnects":
-                    frames.add_metric([cid, name], snap.count(name))
-            reconnects.add_metric([cid], snap.count("reconnects"))
-            for reason, n in snap.dropped.items():
-                dropped.add_metric([cid, reason], n)
-            for reason, n in snap.errors.items():
-                errors.add_metric([cid, reason], n)
-            state.add_metric([cid, snap.state.value], 1)
-            if snap.last_frame_age_s is not None:
-                age.add_metric([cid], snap.last_frame_age_s)
-        yield from (frames, dropped, reconnects, errors, state, age)
 
 
 def decoder_telemetry(

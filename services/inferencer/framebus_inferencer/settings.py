@@ -8,13 +8,20 @@ from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, MAX_TRIM_THRESHOLD_BYTES
-from framebus.settings import check, setting
+from framebus.settings import (
+    check,
+    check_run_settings,
+    http_port_setting,
+    log_level_setting,
+    setting,
+    stage_timeout_setting,
+    stop_after_idle_setting,
+)
 from framebus.topology import TopicSettings
 
 # Floor of the default commit window: at small batches consecutive batches come from one partition
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
 MIN_COMMIT_WINDOW = 32
-MAX_STAGE_TIMEOUT_S = 240.0
 
 
 class Provider(enum.Enum):
@@ -155,17 +162,10 @@ class InferencerSettings:
         None,
         "Transactional id for exactly_once; stable per instance (default: group + host name).",
     )
-    stop_after_idle_s: float = setting(
-        0.0, "Exit after this many seconds without frames (0 = run forever; demos and tests)."
-    )
-    stage_timeout_s: float = setting(
-        60.0,
-        "A stage stuck this long in one call (a Kafka transactional call or commit, an engine "
-        "run) or in its loop is a stall: every thread's stack is logged, /livez and /readyz "
-        "fail, and the process exits 70 to be restarted. Transactional calls time out at half.",
-    )
-    http_port: int = setting(0, "Port of /healthz, /readyz and /metrics (0 = off).")
-    log_level: str = setting("info", "Log level: debug, info, warning, error.")
+    stop_after_idle_s: float = stop_after_idle_setting("frames")
+    stage_timeout_s: float = stage_timeout_setting()
+    http_port: int = http_port_setting()
+    log_level: str = log_level_setting()
 
     def __post_init__(self) -> None:
         check(1 <= self.max_batch <= 256, "max_batch", "must be between 1 and 256")
@@ -198,13 +198,7 @@ class InferencerSettings:
         )
         check(self.gpu_mem_limit_bytes > 0, "gpu_mem_limit_bytes", "must be > 0")
         check(self.trt_workspace_bytes > 0, "trt_workspace_bytes", "must be > 0")
-        check(0 <= self.http_port <= 65535, "http_port", "must be a TCP port or 0")
-        check(
-            1 <= self.stage_timeout_s <= MAX_STAGE_TIMEOUT_S,
-            "stage_timeout_s",
-            f"must be between 1 and {MAX_STAGE_TIMEOUT_S:g} (below librdkafka's "
-            "max.poll.interval.ms, 300 s)",
-        )
+        check_run_settings(self)
 
     @property
     def camera_quota(self) -> int:

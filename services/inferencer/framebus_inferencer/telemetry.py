@@ -17,6 +17,7 @@ from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.families import counters, gauges, info
 from framebus.telemetry.service import ServiceTelemetry
 from framebus_inferencer import gpu
 from framebus_inferencer.state import RunState
@@ -35,115 +36,89 @@ class StatsCollector:
 
     def collect(self) -> Iterator[Any]:
         """Metric families for one scrape."""
-        s = self.stats
-        frames = CounterMetricFamily(
-            "framebus_inferencer_frames", "Frames by final status", labels=["status"]
-        )
-        for status, n in s.by_status.items():
-            frames.add_metric([status], n)
-        yield frames
-        sizes = CounterMetricFamily(
-            "framebus_inferencer_batches", "Inferred batches by size", labels=["size"]
-        )
-        for size, n in sorted(s.batch_sizes.items()):
-            sizes.add_metric([str(size)], n)
-        yield sizes
-        errors = CounterMetricFamily(
-            "framebus_inferencer_errors", "Handled errors by kind", labels=["kind"]
-        )
-        for kind, n in s.errors.items():
-            errors.add_metric([kind], n)
-        yield errors
-        dropped = CounterMetricFamily(
-            "framebus_inferencer_frames_dropped",
+        s, p = self.stats, "framebus_inferencer"
+        yield counters(f"{p}_frames", "Frames by final status", ["status"], s.by_status)
+        yield counters(f"{p}_batches", "Inferred batches by size", ["size"], s.batch_sizes)
+        yield counters(f"{p}_errors", "Handled errors by kind", ["kind"], s.errors)
+        yield counters(
+            f"{p}_frames_dropped",
             "Frames answered without inference, by reason (stale, failed)",
-            labels=["reason"],
+            ["reason"],
+            s.drops_by_reason,
         )
-        for reason, n in s.drops_by_reason.items():
-            dropped.add_metric([reason], n)
-        yield dropped
-        yield CounterMetricFamily(
-            "framebus_inferencer_frames_received",
-            "Frame messages consumed",
-            value=s.frames_received,
-        )
-        yield CounterMetricFamily(
-            "framebus_inferencer_dead_letters", "Dead-lettered messages", value=s.dead_letters
-        )
-        yield CounterMetricFamily(
-            "framebus_inferencer_commit_window_waits",
-            "Batches that waited for a commit before delivery (a partition's window was full)",
-            value=s.commit_window_waits,
-        )
+        for name, doc, value in (
+            ("frames_received", "Frame messages consumed", s.frames_received),
+            ("dead_letters", "Dead-lettered messages", s.dead_letters),
+            (
+                "commit_window_waits",
+                "Batches that waited for a commit before delivery (a partition's window was full)",
+                s.commit_window_waits,
+            ),
+        ):
+            yield CounterMetricFamily(f"{p}_{name}", doc, value=value)
         for name, series in (
             ("queue_wait_ms", s.queue_wait_ms),
             ("inference_ms", s.inference_ms),
             ("e2e_latency_ms", s.e2e_latency_ms),
         ):
             recent = sorted(series)
-            g = GaugeMetricFamily(
-                f"framebus_inferencer_{name}", f"Recent {name} quantiles", labels=["quantile"]
-            )
-            for q in (0.5, 0.99):
-                g.add_metric([str(q)], recent[int(q * (len(recent) - 1))] if recent else 0.0)
-            yield g
-        provider = GaugeMetricFamily(
-            "framebus_inferencer_provider",
-            "Execution provider that ran the graph (most kernel time in the first, profiled run; "
-            "the registered one before it)",
-            labels=["provider"],
-        )
-        provider.add_metric([s.provider or "none"], 1)
-        yield provider
-        registered = GaugeMetricFamily(
-            "framebus_inferencer_provider_registered",
-            "The session's first registered execution provider (it may run no node)",
-            labels=["provider"],
-        )
-        registered.add_metric([s.registered_provider or "none"], 1)
-        yield registered
-        share = GaugeMetricFamily(
-            "framebus_inferencer_provider_time_share",
-            "Fraction of the first run's node kernel time per execution provider",
-            labels=["provider"],
-        )
-        for name, fraction in sorted(s.provider_time_share.items()):
-            share.add_metric([name], fraction)
-        yield share
-        fallbacks = GaugeMetricFamily(
-            "framebus_inferencer_provider_fallbacks",
-            "1 for each execution provider asked for that does not run as asked: failed (its "
-            "session creation raised), not_loaded (ONNX Runtime left it out), options (it "
-            "loaded with other options); the log says why",
-            labels=["provider", "kind"],
-        )
-        for name, kind in s.provider_fallbacks:
-            fallbacks.add_metric([name, kind], 1)
-        yield fallbacks
-        mode = GaugeMetricFamily(
-            "framebus_inferencer_engine_batch_mode",
-            "How a batch runs: batched (one call per batch) or loop (the model has a static "
-            "batch: one call per framebus_inferencer_model_static_batch frames)",
-            labels=["mode"],
-        )
-        mode.add_metric([s.batch_mode or "none"], 1)
-        yield mode
-        yield GaugeMetricFamily(
-            "framebus_inferencer_model_static_batch",
-            "The model's fixed batch size (0: dynamic batch)",
-            value=s.static_batch,
-        )
-        limit = GaugeMetricFamily(
-            "framebus_inferencer_arena_limit_bytes",
-            "Memory limit that holds for the provider in use (0: none), the allocator that "
-            "enforces it, and what it does not cover (tensorrt_engines: TensorRT's own memory)",
-            labels=["enforced_by", "excludes"],
-        )
-        limit.add_metric([s.arena_limit_enforced_by, s.arena_limit_excludes], s.arena_limit_bytes)
-        yield limit
+            quantiles = {
+                str(q): recent[int(q * (len(recent) - 1))] if recent else 0.0 for q in (0.5, 0.99)
+            }
+            yield gauges(f"{p}_{name}", f"Recent {name} quantiles", ["quantile"], quantiles)
+        yield from self._engine()
         yield from self._histograms()
         yield from self._lag()
         yield self._memory()
+
+    def _engine(self) -> Iterator[Metric]:
+        s, p = self.stats, "framebus_inferencer"
+        yield info(
+            f"{p}_provider",
+            "Execution provider that ran the graph (most kernel time in the first, profiled run; "
+            "the registered one before it)",
+            "provider",
+            s.provider,
+        )
+        yield info(
+            f"{p}_provider_registered",
+            "The session's first registered execution provider (it may run no node)",
+            "provider",
+            s.registered_provider,
+        )
+        yield gauges(
+            f"{p}_provider_time_share",
+            "Fraction of the first run's node kernel time per execution provider",
+            ["provider"],
+            s.provider_time_share,
+        )
+        yield gauges(
+            f"{p}_provider_fallbacks",
+            "1 for each execution provider asked for that does not run as asked: failed (its "
+            "session creation raised), not_loaded (ONNX Runtime left it out), options (it "
+            "loaded with other options); the log says why",
+            ["provider", "kind"],
+            dict.fromkeys(s.provider_fallbacks, 1),
+        )
+        yield info(
+            f"{p}_engine_batch_mode",
+            "How a batch runs: batched (one call per batch) or loop (the model has a static "
+            "batch: one call per framebus_inferencer_model_static_batch frames)",
+            "mode",
+            s.batch_mode,
+        )
+        yield GaugeMetricFamily(
+            f"{p}_model_static_batch",
+            "The model's fixed batch size (0: dynamic batch)",
+            value=s.static_batch,
+        )
+        yield gauges(
+            f"{p}_arena_limit_bytes",
+            "Memory limit that holds for the provider in use (0: none), the allocator that "
+            "enforces it, and what it does not cover (tensorrt_engines: TensorRT's own memory)",
+            ["enforced_by", "excludes"],
+            {(s.arena_limit_enforced_by, s.arena_limit_excludes): s.arena_limit_bytes},
+        )
 
     def _histograms(self) -> Iterator[Metric]:
         s = self.stats
@@ -152,21 +127,19 @@ class StatsCollector:
 
     def _lag(self) -> Iterator[Any]:
         lags = self.stats.lag.lags(time.time_ns() // 1000)
-        messages = GaugeMetricFamily(
+        where = ["topic", "partition"]
+        yield gauges(
             "framebus_inferencer_consumer_lag_messages",
             "Frames not yet delivered per partition: high watermark - oldest unfinished offset",
-            labels=["topic", "partition"],
+            where,
+            {tp: lag.messages for tp, lag in lags.items()},
         )
-        seconds = GaugeMetricFamily(
+        yield gauges(
             "framebus_inferencer_consumer_lag_seconds",
             "Age of the oldest frame not yet delivered, per partition",
-            labels=["topic", "partition"],
+            where,
+            {tp: lag.seconds for tp, lag in lags.items()},
         )
-        for (topic, partition), lag in sorted(lags.items()):
-            messages.add_metric([topic, str(partition)], lag.messages)
-            seconds.add_metric([topic, str(partition)], lag.seconds)
-        yield messages
-        yield seconds
 
     def _memory(self) -> GaugeMetricFamily:
         s = self.stats

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily
 
 from framebus.kafka.settings import KafkaSettings
+from framebus.telemetry.families import counters, gauges
 from framebus.telemetry.stateful import StatefulTelemetry
 from framebus_tracker.stats import TrackerStats
 
@@ -23,38 +24,37 @@ class TrackerCollector:
 
     def collect(self) -> Iterator[Any]:
         """The tracker's metric families."""
-        s = self.stats
-        per_camera = (
-            ("frames", "Looked-at (INFERRED) detections records tracked, per camera.", s.frames),
-            ("objects", "Boxes given a track id, per camera.", s.objects),
-            ("tracks_confirmed", "Tracks that became confirmed, per camera.", s.tracks_confirmed),
-            ("replays", "Replayed detections records skipped, per camera.", s.replays),
+        s, p, cam = self.stats, "framebus_tracker", ["camera_id"]
+        yield counters(
+            f"{p}_frames",
+            "Looked-at (INFERRED) detections records tracked, per camera.",
+            cam,
+            s.frames,
         )
-        for name, doc, counter in per_camera:
-            family = CounterMetricFamily(f"framebus_tracker_{name}", doc, labels=["camera_id"])
-            for camera, n in sorted(counter.items()):
-                family.add_metric([camera], n)
-            yield family
-        skipped = CounterMetricFamily(
-            "framebus_tracker_frames_not_looked_at",
+        yield counters(f"{p}_objects", "Boxes given a track id, per camera.", cam, s.objects)
+        yield counters(
+            f"{p}_tracks_confirmed",
+            "Tracks that became confirmed, per camera.",
+            cam,
+            s.tracks_confirmed,
+        )
+        yield counters(
+            f"{p}_replays", "Replayed detections records skipped, per camera.", cam, s.replays
+        )
+        yield counters(
+            f"{p}_frames_not_looked_at",
             "Detections records of frames the model did not look at, per camera and status.",
-            labels=["camera_id", "status"],
+            ["camera_id", "status"],
+            s.not_looked_at,
         )
-        for (camera, status), n in sorted(s.not_looked_at.items()):
-            skipped.add_metric([camera, status], n)
-        yield skipped
-        active = GaugeMetricFamily(
-            "framebus_tracker_active_tracks",
+        yield gauges(
+            f"{p}_active_tracks",
             "Tracks held per camera (seen, or lost for less than max_lost_s).",
-            labels=["camera_id"],
+            cam,
+            s.active_tracks,
         )
-        for camera, n in sorted(s.active_tracks.items()):
-            active.add_metric([camera], n)
-        yield active
         yield CounterMetricFamily(
-            "framebus_tracker_step_seconds",
-            "CPU time spent in the tracking algorithm.",
-            value=s.step_seconds,
+            f"{p}_step_seconds", "CPU time spent in the tracking algorithm.", value=s.step_seconds
         )
 
 

@@ -51,11 +51,8 @@ class Watchdog:
         exit_process: Callable[[int], None] = os._exit,
         stack_out: TextIO | None = None,
     ) -> None:
-        self.health = health
-        self.check_every_s = check_every_s
-        self.grace_s = grace_s
-        self._exit = exit_process
-        self._out = stack_out
+        self.health, self.check_every_s, self.grace_s = health, check_every_s, grace_s
+        self._exit, self._out = exit_process, stack_out
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
 
