@@ -39,7 +39,7 @@ from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_inferencer import service as inferencer_service
 from framebus_inferencer.settings import InferencerSettings
 from framebus_inferencer.stats import InferencerStats
-from framebus_tools.process import ServiceProcess
+from framebus_tools.process import ServiceProcess, free_port
 from testkit.models import fixed_output_model
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
@@ -48,7 +48,6 @@ from tests.reliability.harness import (
     Service,
     detections_of,
     frame_record,
-    free_port,
     make_frame,
     metric,
     produce,

@@ -19,6 +19,7 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
+from framebus_tools.process import free_port
 from testkit.models import poison_pixel_model
 from tests.integration.conftest import TopicFactory
 from tests.reliability.harness import (
@@ -26,7 +27,6 @@ from tests.reliability.harness import (
     Service,
     detections_of,
     frame_record,
-    free_port,
     metric,
     produce,
     scrape,

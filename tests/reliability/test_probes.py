@@ -23,6 +23,7 @@ import yaml
 
 from framebus.kafka.settings import KafkaSettings
 from framebus_tools.localkafka import LocalKafka
+from framebus_tools.process import free_port
 from tests.integration.conftest import (  # noqa: F401 - fixture
     TEST_KAFKA_PORT,
     TopicFactory,
@@ -33,7 +34,6 @@ from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.harness import (
     Service,
     decoder_summary,
-    free_port,
     get_json,
     metric,
     scrape,
