@@ -1,12 +1,15 @@
 import copy
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import fastavro
 import pytest
 
 from framebus.codec import (
     HEADER_BYTES,
+    AlertCodec,
+    DetectionsCodec,
     FrameCodec,
     SingleObjectCodec,
     TracksCodec,
@@ -16,13 +19,18 @@ from framebus.codec import (
 )
 from framebus.errors import CodecError, UnknownSchemaError
 from framebus.messages import (
+    Alert,
     Box,
     Compression,
+    CrossingDirection,
+    Detections,
     Frame,
     FrameStatus,
+    RuleType,
     TensorLayout,
     TrackedObject,
     Tracks,
+    ZoneAnchor,
 )
 
 
@@ -148,3 +156,124 @@ def test_codecs_when_decoded_then_timestamps_are_integer_microseconds() -> None:
     assert tracks == sample_tracks()
     stamps = (tracks.capture_ts_us, tracks.tracked_at_us, tracks.objects[0].first_seen_us)
     assert all(type(stamp) is int for stamp in stamps)
+
+
+# One record of each type with no field at its default, and the bytes the field-by-field codecs of
+# 7b1f100 wrote for it: how a record maps to Avro must not change the wire. A schema change
+# changes these bytes (its fingerprint is in them): only then are they written again.
+BOX_CAR = Box(10.5, 20.25, 110.0, 220.5, 2, "car", 0.75)
+BOX_PERSON = Box(0.0, 1.0, 2.5, 3.0, 0, "person", 0.5)
+PINNED: list[tuple[Any, Frame | Detections | Tracks | Alert, str]] = [
+    (
+        FrameCodec(),
+        Frame(
+            camera_id="cam-1",
+            seq=42,
+            capture_ts_us=1_700_000_000_123_456,
+            orig_width=1920,
+            orig_height=1080,
+            shape=(4, 2, 3),
+            layout=TensorLayout.CHW,
+            scale=1 / 3,
+            pad_x=1,
+            pad_y=2,
+            tensor=bytes(range(24)),
+            compression=Compression.ZSTD,
+            pts_s=1.68,
+        ),
+        "c301b160 929e0b2a 02c60a63 616d2d31 54808981 82838985 0602e17a 14ae47e1 fa3f801e "
+        "f0100608 0406000a 75696e74 38025555 55555555 d53f0204 04300001 02030405 06070809 "
+        "0a0b0c0d 0e0f1011 12131415 1617",
+    ),
+    (
+        DetectionsCodec(),
+        Detections(
+            camera_id="cam-1",
+            seq=42,
+            capture_ts_us=1_700_000_000_123_456,
+            status=FrameStatus.DROPPED_STALE,
+            model_name="yolo",
+            model_version="8n-2",
+            boxes=(BOX_CAR, BOX_PERSON),
+            reason="stale",
+            orig_width=1920,
+            orig_height=1080,
+            queue_wait_ms=3.5,
+            inference_ms=12.25,
+            batch_size=8,
+            e2e_latency_ms=40.5,
+            frame_partition=3,
+            frame_offset=1234,
+        ),
+        "c301beaa 09e0af73 80690a63 616d2d31 54808981 82838985 0602020a 7374616c 6508796f "
+        "6c6f0838 6e2d3280 1ef01004 00002841 0000a241 0000dc42 00805c43 04066361 72000040 "
+        "3f000000 00000080 3f000020 40000040 40000c70 6572736f 6e000000 3f000000 00000000 "
+        "0c400000 00000080 28401000 00000000 40444006 a413",
+    ),
+    (
+        TracksCodec(),
+        Tracks(
+            camera_id="cam-1",
+            seq=42,
+            capture_ts_us=1_700_000_000_123_456,
+            status=FrameStatus.INFERRED,
+            objects=(
+                TrackedObject("cam-1/1700000000/7", BOX_CAR, 1_700_000_000_000_001, True, 4),
+                TrackedObject("cam-1/1700000000/8", BOX_PERSON, 1_700_000_000_100_001, False, 1),
+            ),
+            missing_before=2,
+            model_name="yolo",
+            model_version="8n-2",
+            orig_width=1920,
+            orig_height=1080,
+            e2e_latency_ms=41.5,
+            tracked_at_us=1_700_000_000_223_456,
+            detections_partition=1,
+            detections_offset=99,
+        ),
+        "c301c8e3 aa6b2206 ad270a63 616d2d31 54808981 82838985 06000004 08796f6c 6f08386e "
+        "2d32801e f0100424 63616d2d 312f3137 30303030 30303030 2f370000 28410000 a2410000 "
+        "dc420080 5c430406 63617200 00403f82 80f28183 89850601 08246361 6d2d312f 31373030 "
+        "30303030 30302f38 00000000 0000803f 00002040 00004040 000c7065 72736f6e 0000003f "
+        "c29afe81 83898506 00020000 00000000 c04440c0 a38d8283 89850602 c601",
+    ),
+    (
+        AlertCodec(),
+        Alert(
+            rule="door-line",
+            camera_id="cam-1",
+            seq=42,
+            capture_ts_us=1_700_000_000_123_456,
+            fired_at_us=1_700_000_000_223_456,
+            consecutive_frames=5,
+            zone=((0.0, 0.0), (100.0, 0.0), (100.0, 50.5)),
+            anchor=ZoneAnchor.CENTER,
+            boxes=(BOX_CAR,),
+            model_name="yolo",
+            model_version="8n-2",
+            detections_partition=1,
+            detections_offset=99,
+            rule_type=RuleType.LINE_CROSSING,
+            track_id="cam-1/1700000000/7",
+            direction=CrossingDirection.OUT,
+            measure=2.5,
+            counts=(("car:IN", 3), ("car:OUT", 1)),
+        ),
+        "c301c59d fe9547cd b0061264 6f6f722d 6c696e65 0a63616d 2d315480 89818283 898506c0 "
+        "a38d8283 8985060a 06000000 00000000 00000000 00000000 00000000 00000059 40000000 "
+        "00000000 00000000 00000059 40000000 00004049 40000202 00002841 0000a241 0000dc42 "
+        "00805c43 04066361 72000040 3f000879 6f6c6f08 386e2d32 02c60108 2463616d 2d312f31 "
+        "37303030 30303030 302f3704 00000000 00000440 040c6361 723a494e 060e6361 723a4f55 "
+        "540200",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("codec", "value", "wire"), PINNED, ids=[type(v).__name__ for _, v, _ in PINNED]
+)
+def test_codecs_when_encoding_then_bytes_equal_the_pinned_wire_bytes(
+    codec: Any, value: Frame | Detections | Tracks | Alert, wire: str
+) -> None:
+    assert codec.encode(value).hex() == bytes.fromhex(wire).hex()  # hex: a readable diff
+    assert codec.decode(bytes.fromhex(wire)) == value
