@@ -18,46 +18,16 @@ from framebus.codec import (
     schema_fingerprint,
 )
 from framebus.errors import CodecError, UnknownSchemaError
-from framebus.messages import (
-    Alert,
-    Box,
-    Compression,
-    CrossingDirection,
-    Detections,
-    Frame,
-    FrameStatus,
-    RuleType,
-    TensorLayout,
-    TrackedObject,
-    Tracks,
-    ZoneAnchor,
-)
-
-
-def sample_frame() -> Frame:
-    return Frame(
-        camera_id="cam-1",
-        seq=42,
-        capture_ts_us=1_700_000_000_123_456,
-        orig_width=1920,
-        orig_height=1080,
-        shape=(640, 640, 3),
-        layout=TensorLayout.HWC,
-        scale=1 / 3,
-        pad_x=0,
-        pad_y=140,
-        tensor=bytes(range(256)) * 4,
-        compression=Compression.LZ4,
-        pts_s=1.68,
-    )
+from framebus.messages import Alert, Detections, Frame, Tracks
+from tests.unit.framebus.records import ALERT, DETECTIONS, FRAME, TRACKS
 
 
 def test_frame_codec_when_round_tripped_then_equal_and_single_object_framed() -> None:
     codec = FrameCodec()
-    data = codec.encode(sample_frame())
+    data = codec.encode(FRAME)
     assert data[:2] == b"\xc3\x01"
     assert data[2:HEADER_BYTES] == schema_fingerprint(load_schema("frame"))
-    assert codec.decode(data) == sample_frame()
+    assert codec.decode(data) == FRAME
 
 
 def test_schema_fingerprint_when_primitive_int_then_matches_avro_spec_value() -> None:
@@ -71,7 +41,7 @@ def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records
     new = copy.deepcopy(old)
     new["fields"].append({"name": "site", "type": "string", "default": "unknown"})
     old_bytes = SingleObjectCodec(old).encode(
-        FrameCodec()._codec.decode(FrameCodec().encode(sample_frame()))
+        FrameCodec()._codec.decode(FrameCodec().encode(FRAME))
     )
     reader = SingleObjectCodec(new, older_schemas=[old])
     record = reader.decode(old_bytes)
@@ -80,7 +50,7 @@ def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records
 
 
 def test_codec_when_fingerprint_unknown_then_raises_clear_error() -> None:
-    data = bytearray(FrameCodec().encode(sample_frame()))
+    data = bytearray(FrameCodec().encode(FRAME))
     data[2:HEADER_BYTES] = b"\x01" * 8
     with pytest.raises(UnknownSchemaError, match="unknown schema fingerprint 0101010101010101"):
         FrameCodec().decode(bytes(data))
@@ -93,51 +63,38 @@ def test_codec_when_not_single_object_then_codec_error(data: bytes) -> None:
 
 
 def test_codec_when_body_truncated_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError, match="corrupt"):
         FrameCodec().decode(data[:40])
 
 
 def test_frame_codec_decode_view_when_current_schema_then_equal_and_tensor_is_a_view() -> None:
     codec = FrameCodec()
-    data = codec.encode(sample_frame())
+    data = codec.encode(FRAME)
     frame = codec.decode_view(data)
     assert isinstance(frame.tensor, memoryview)
     assert frame.tensor.obj is data  # a view into the record, not a copy
     assert frame == codec.decode(data)  # memoryview == bytes compares the contents
-    assert frame.camera_id == sample_frame().camera_id
-    assert bytes(frame.tensor) == sample_frame().tensor
+    assert frame.camera_id == FRAME.camera_id
+    assert bytes(frame.tensor) == FRAME.tensor
 
 
 def test_frame_codec_decode_view_when_tensor_length_disagrees_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError, match="tensor of"):
         FrameCodec().decode_view(data + b"\x00")
 
 
 def test_frame_codec_decode_view_when_head_is_truncated_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError):
         FrameCodec().decode_view(data[:20])
-
-
-def sample_tracks() -> Tracks:
-    box = Box(10.5, 20.0, 110.0, 220.0, 0, "person", 0.875)
-    person = TrackedObject("cam-1/1700000000/7", box, 1_700_000_000_000_001, True, 4)
-    return Tracks(
-        "cam-1",
-        42,
-        1_700_000_000_123_456,
-        FrameStatus.INFERRED,
-        (person,),
-        tracked_at_us=1_700_000_000_223_456,
-    )
 
 
 def test_codecs_when_timestamps_coded_then_same_bytes_as_a_logical_type_aware_writer() -> None:
     # The codecs leave logical types out of what fastavro parses; the wire must not notice.
     schema = load_schema("tracks")
-    data = TracksCodec().encode(sample_tracks())
+    data = TracksCodec().encode(TRACKS)
     aware = fastavro.parse_schema(schema)
     body = fastavro.schemaless_reader(io.BytesIO(data[HEADER_BYTES:]), aware)
     assert body["capture_ts_us"] == datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
@@ -152,59 +109,26 @@ def test_codecs_when_timestamps_coded_then_same_bytes_as_a_logical_type_aware_wr
 
 
 def test_codecs_when_decoded_then_timestamps_are_integer_microseconds() -> None:
-    tracks = TracksCodec().decode(TracksCodec().encode(sample_tracks()))
-    assert tracks == sample_tracks()
+    tracks = TracksCodec().decode(TracksCodec().encode(TRACKS))
+    assert tracks == TRACKS
     stamps = (tracks.capture_ts_us, tracks.tracked_at_us, tracks.objects[0].first_seen_us)
     assert all(type(stamp) is int for stamp in stamps)
 
 
-# One record of each type with no field at its default, and the bytes the field-by-field codecs of
-# 7b1f100 wrote for it: how a record maps to Avro must not change the wire. A schema change
-# changes these bytes (its fingerprint is in them): only then are they written again.
-BOX_CAR = Box(10.5, 20.25, 110.0, 220.5, 2, "car", 0.75)
-BOX_PERSON = Box(0.0, 1.0, 2.5, 3.0, 0, "person", 0.5)
+# The bytes the field-by-field codecs of 7b1f100 wrote for the records of `records.py`: how a record
+# maps to Avro must not change the wire. A schema change changes these bytes (its fingerprint is in
+# them): only then are they written again.
 PINNED: list[tuple[Any, Frame | Detections | Tracks | Alert, str]] = [
     (
         FrameCodec(),
-        Frame(
-            camera_id="cam-1",
-            seq=42,
-            capture_ts_us=1_700_000_000_123_456,
-            orig_width=1920,
-            orig_height=1080,
-            shape=(4, 2, 3),
-            layout=TensorLayout.CHW,
-            scale=1 / 3,
-            pad_x=1,
-            pad_y=2,
-            tensor=bytes(range(24)),
-            compression=Compression.ZSTD,
-            pts_s=1.68,
-        ),
+        FRAME,
         "c301b160 929e0b2a 02c60a63 616d2d31 54808981 82838985 0602e17a 14ae47e1 fa3f801e "
         "f0100608 0406000a 75696e74 38025555 55555555 d53f0204 04300001 02030405 06070809 "
         "0a0b0c0d 0e0f1011 12131415 1617",
     ),
     (
         DetectionsCodec(),
-        Detections(
-            camera_id="cam-1",
-            seq=42,
-            capture_ts_us=1_700_000_000_123_456,
-            status=FrameStatus.DROPPED_STALE,
-            model_name="yolo",
-            model_version="8n-2",
-            boxes=(BOX_CAR, BOX_PERSON),
-            reason="stale",
-            orig_width=1920,
-            orig_height=1080,
-            queue_wait_ms=3.5,
-            inference_ms=12.25,
-            batch_size=8,
-            e2e_latency_ms=40.5,
-            frame_partition=3,
-            frame_offset=1234,
-        ),
+        DETECTIONS,
         "c301beaa 09e0af73 80690a63 616d2d31 54808981 82838985 0602020a 7374616c 6508796f "
         "6c6f0838 6e2d3280 1ef01004 00002841 0000a241 0000dc42 00805c43 04066361 72000040 "
         "3f000000 00000080 3f000020 40000040 40000c70 6572736f 6e000000 3f000000 00000000 "
@@ -212,25 +136,7 @@ PINNED: list[tuple[Any, Frame | Detections | Tracks | Alert, str]] = [
     ),
     (
         TracksCodec(),
-        Tracks(
-            camera_id="cam-1",
-            seq=42,
-            capture_ts_us=1_700_000_000_123_456,
-            status=FrameStatus.INFERRED,
-            objects=(
-                TrackedObject("cam-1/1700000000/7", BOX_CAR, 1_700_000_000_000_001, True, 4),
-                TrackedObject("cam-1/1700000000/8", BOX_PERSON, 1_700_000_000_100_001, False, 1),
-            ),
-            missing_before=2,
-            model_name="yolo",
-            model_version="8n-2",
-            orig_width=1920,
-            orig_height=1080,
-            e2e_latency_ms=41.5,
-            tracked_at_us=1_700_000_000_223_456,
-            detections_partition=1,
-            detections_offset=99,
-        ),
+        TRACKS,
         "c301c8e3 aa6b2206 ad270a63 616d2d31 54808981 82838985 06000004 08796f6c 6f08386e "
         "2d32801e f0100424 63616d2d 312f3137 30303030 30303030 2f370000 28410000 a2410000 "
         "dc420080 5c430406 63617200 00403f82 80f28183 89850601 08246361 6d2d312f 31373030 "
@@ -239,26 +145,7 @@ PINNED: list[tuple[Any, Frame | Detections | Tracks | Alert, str]] = [
     ),
     (
         AlertCodec(),
-        Alert(
-            rule="door-line",
-            camera_id="cam-1",
-            seq=42,
-            capture_ts_us=1_700_000_000_123_456,
-            fired_at_us=1_700_000_000_223_456,
-            consecutive_frames=5,
-            zone=((0.0, 0.0), (100.0, 0.0), (100.0, 50.5)),
-            anchor=ZoneAnchor.CENTER,
-            boxes=(BOX_CAR,),
-            model_name="yolo",
-            model_version="8n-2",
-            detections_partition=1,
-            detections_offset=99,
-            rule_type=RuleType.LINE_CROSSING,
-            track_id="cam-1/1700000000/7",
-            direction=CrossingDirection.OUT,
-            measure=2.5,
-            counts=(("car:IN", 3), ("car:OUT", 1)),
-        ),
+        ALERT,
         "c301c59d fe9547cd b0061264 6f6f722d 6c696e65 0a63616d 2d315480 89818283 898506c0 "
         "a38d8283 8985060a 06000000 00000000 00000000 00000000 00000000 00000059 40000000 "
         "00000000 00000000 00000059 40000000 00004049 40000202 00002841 0000a241 0000dc42 "
