@@ -15,26 +15,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from framebus.avro_mapping import RecordMapping
 from framebus.errors import CodecError, UnknownSchemaError
-from framebus.messages import (
-    Alert,
-    Box,
-    Compression,
-    CrossingDirection,
-    Detections,
-    Frame,
-    FrameStatus,
-    RuleType,
-    TensorLayout,
-    TrackedObject,
-    Tracks,
-    ZoneAnchor,
-)
+from framebus.messages import Alert, Detections, Frame, Tracks
 
 MAGIC = b"\xc3\x01"
 HEADER_BYTES = 10
@@ -43,6 +31,7 @@ SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
 # the folders for Python packages.
 RELEASED_DIR = "released-versions"
 _VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.avsc")
+T = TypeVar("T")
 
 
 def schema_fingerprint(schema: Mapping[str, Any] | str) -> bytes:
@@ -171,42 +160,37 @@ class SingleObjectCodec:
         return record
 
 
+class RecordCodec(Generic[T]):
+    """A message type <-> bytes, by `schemas/<name>.avsc` (fields mapped by `RecordMapping`)."""
+
+    def __init__(self, cls: type[T], name: str, schemas_dir: Path) -> None:
+        self._schema = load_schema(name, schemas_dir)
+        self._codec = SingleObjectCodec(self._schema, _released_schemas(name, schemas_dir))
+        self._mapping = RecordMapping(cls, self._schema)
+
+    def encode(self, value: T) -> bytes:
+        """Serialize a record."""
+        return self._codec.encode(self._mapping.to_avro(value))
+
+    def decode(self, data: bytes) -> T:
+        """Parse a record; raise CodecError with a reason when impossible."""
+        return self._mapping.from_avro(self._codec.decode(data))
+
+
 _HEAD_PREFIX_BYTES = 4096  # a frame's small fields; a longer head takes the full decode
 
 
-class FrameCodec:
+class FrameCodec(RecordCodec[Frame]):
     """Frame <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        schema = load_schema("frame", schemas_dir)
-        self._codec = SingleObjectCodec(schema, _released_schemas("frame", schemas_dir))
-        fields = schema["fields"]
+        super().__init__(Frame, "frame", schemas_dir)
+        fields = self._schema["fields"]
         if fields[-1]["name"] != "tensor":
             raise CodecError("frame.avsc: `tensor` must stay the last field (decode_view)")
         # The small fields, then the tensor's length prefix (Avro bytes = a long, then the bytes).
         head_fields = [*fields[:-1], {"name": "tensor_size", "type": "long"}]
-        self._head = parse_plain({**schema, "name": "FrameHead", "fields": head_fields})
-
-    def encode(self, frame: Frame) -> bytes:
-        """Serialize a frame."""
-        return self._codec.encode(
-            {
-                "camera_id": frame.camera_id,
-                "seq": frame.seq,
-                "capture_ts_us": frame.capture_ts_us,
-                "pts_s": frame.pts_s,
-                "orig_width": frame.orig_width,
-                "orig_height": frame.orig_height,
-                "shape": list(frame.shape),
-                "dtype": frame.dtype,
-                "layout": frame.layout.value,
-                "scale": frame.scale,
-                "pad_x": frame.pad_x,
-                "pad_y": frame.pad_y,
-                "compression": frame.compression.name,
-                "tensor": frame.tensor,
-            }
-        )
+        self._head = parse_plain({**self._schema, "name": "FrameHead", "fields": head_fields})
 
     def decode_view(self, data: bytes) -> Frame:
         """Parse a frame whose `tensor` is a memoryview into `data`: the tensor is not copied.
@@ -232,218 +216,26 @@ class FrameCodec:
                 f"corrupt {self._codec.name} body: tensor of {size} B declared, "
                 f"{len(data) - start} B follow the head"
             )
-        return self._frame(r, memoryview(data)[start:])
-
-    def decode(self, data: bytes) -> Frame:
-        """Parse a frame."""
-        r = self._codec.decode(data)
-        return self._frame(r, r["tensor"])
-
-    @staticmethod
-    def _frame(r: Mapping[str, Any], tensor: bytes | memoryview) -> Frame:
-        return Frame(
-            camera_id=r["camera_id"],
-            seq=r["seq"],
-            capture_ts_us=r["capture_ts_us"],
-            pts_s=r["pts_s"],
-            orig_width=r["orig_width"],
-            orig_height=r["orig_height"],
-            shape=tuple(r["shape"]),
-            dtype=r["dtype"],
-            layout=TensorLayout(r["layout"]),
-            scale=r["scale"],
-            pad_x=r["pad_x"],
-            pad_y=r["pad_y"],
-            compression=Compression[r["compression"]],
-            tensor=tensor,
-        )
+        r["tensor"] = memoryview(data)[start:]
+        return self._mapping.from_avro(r)
 
 
-class DetectionsCodec:
+class DetectionsCodec(RecordCodec[Detections]):
     """Detections <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(
-            load_schema("detections", schemas_dir), _released_schemas("detections", schemas_dir)
-        )
-
-    def encode(self, det: Detections) -> bytes:
-        """Serialize a detections record."""
-        return self._codec.encode(
-            {
-                "camera_id": det.camera_id,
-                "seq": det.seq,
-                "capture_ts_us": det.capture_ts_us,
-                "status": det.status.value,
-                "reason": det.reason,
-                "model_name": det.model_name,
-                "model_version": det.model_version,
-                "orig_width": det.orig_width,
-                "orig_height": det.orig_height,
-                "boxes": [b.__dict__ for b in det.boxes],
-                "queue_wait_ms": det.queue_wait_ms,
-                "inference_ms": det.inference_ms,
-                "batch_size": det.batch_size,
-                "e2e_latency_ms": det.e2e_latency_ms,
-                "frame_partition": det.frame_partition,
-                "frame_offset": det.frame_offset,
-            }
-        )
-
-    def decode(self, data: bytes) -> Detections:
-        """Parse a detections record."""
-        r = self._codec.decode(data)
-        return Detections(
-            camera_id=r["camera_id"],
-            seq=r["seq"],
-            capture_ts_us=r["capture_ts_us"],
-            status=FrameStatus(r["status"]),
-            reason=r["reason"],
-            model_name=r["model_name"],
-            model_version=r["model_version"],
-            orig_width=r["orig_width"],
-            orig_height=r["orig_height"],
-            boxes=tuple(Box(**b) for b in r["boxes"]),
-            queue_wait_ms=r["queue_wait_ms"],
-            inference_ms=r["inference_ms"],
-            batch_size=r["batch_size"],
-            e2e_latency_ms=r["e2e_latency_ms"],
-            frame_partition=r["frame_partition"],
-            frame_offset=r["frame_offset"],
-        )
+        super().__init__(Detections, "detections", schemas_dir)
 
 
-class AlertCodec:
-    """Alert <-> bytes."""
-
-    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(
-            load_schema("alert", schemas_dir), _released_schemas("alert", schemas_dir)
-        )
-
-    def encode(self, alert: Alert) -> bytes:
-        """Serialize an alert record."""
-        return self._codec.encode(
-            {
-                "rule": alert.rule,
-                "camera_id": alert.camera_id,
-                "seq": alert.seq,
-                "capture_ts_us": alert.capture_ts_us,
-                "fired_at_us": alert.fired_at_us,
-                "consecutive_frames": alert.consecutive_frames,
-                "zone": [{"x": x, "y": y} for x, y in alert.zone],
-                "anchor": alert.anchor.value,
-                "boxes": [b.__dict__ for b in alert.boxes],
-                "model_name": alert.model_name,
-                "model_version": alert.model_version,
-                "detections_partition": alert.detections_partition,
-                "detections_offset": alert.detections_offset,
-                "rule_type": alert.rule_type.value,
-                "track_id": alert.track_id,
-                "direction": alert.direction.value,
-                "measure": alert.measure,
-                "counts": dict(alert.counts),
-            }
-        )
-
-    def decode(self, data: bytes) -> Alert:
-        """Parse an alert record."""
-        r = self._codec.decode(data)
-        return Alert(
-            rule=r["rule"],
-            camera_id=r["camera_id"],
-            seq=r["seq"],
-            capture_ts_us=r["capture_ts_us"],
-            fired_at_us=r["fired_at_us"],
-            consecutive_frames=r["consecutive_frames"],
-            zone=tuple((p["x"], p["y"]) for p in r["zone"]),
-            anchor=ZoneAnchor(r["anchor"]),
-            boxes=tuple(Box(**b) for b in r["boxes"]),
-            model_name=r["model_name"],
-            model_version=r["model_version"],
-            detections_partition=r["detections_partition"],
-            detections_offset=r["detections_offset"],
-            rule_type=RuleType(r["rule_type"]),
-            track_id=r["track_id"],
-            direction=CrossingDirection(r["direction"]),
-            measure=r["measure"],
-            counts=tuple(sorted(r["counts"].items())),
-        )
-
-
-class TracksCodec:
+class TracksCodec(RecordCodec[Tracks]):
     """Tracks <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
-        self._codec = SingleObjectCodec(
-            load_schema("tracks", schemas_dir), _released_schemas("tracks", schemas_dir)
-        )
+        super().__init__(Tracks, "tracks", schemas_dir)
 
-    def encode(self, tracks: Tracks) -> bytes:
-        """Serialize a tracks record."""
-        return self._codec.encode(
-            {
-                "camera_id": tracks.camera_id,
-                "seq": tracks.seq,
-                "capture_ts_us": tracks.capture_ts_us,
-                "status": tracks.status.value,
-                "reason": tracks.reason,
-                "missing_before": tracks.missing_before,
-                "model_name": tracks.model_name,
-                "model_version": tracks.model_version,
-                "orig_width": tracks.orig_width,
-                "orig_height": tracks.orig_height,
-                "objects": [
-                    {
-                        "track_id": o.track_id,
-                        **o.box.__dict__,
-                        "first_seen_us": o.first_seen_us,
-                        "confirmed": o.confirmed,
-                        "hits": o.hits,
-                    }
-                    for o in tracks.objects
-                ],
-                "e2e_latency_ms": tracks.e2e_latency_ms,
-                "tracked_at_us": tracks.tracked_at_us,
-                "detections_partition": tracks.detections_partition,
-                "detections_offset": tracks.detections_offset,
-            }
-        )
 
-    def decode(self, data: bytes) -> Tracks:
-        """Parse a tracks record."""
-        r = self._codec.decode(data)
-        return Tracks(
-            camera_id=r["camera_id"],
-            seq=r["seq"],
-            capture_ts_us=r["capture_ts_us"],
-            status=FrameStatus(r["status"]),
-            reason=r["reason"],
-            missing_before=r["missing_before"],
-            model_name=r["model_name"],
-            model_version=r["model_version"],
-            orig_width=r["orig_width"],
-            orig_height=r["orig_height"],
-            objects=tuple(
-                TrackedObject(
-                    track_id=o["track_id"],
-                    box=Box(
-                        o["x1"],
-                        o["y1"],
-                        o["x2"],
-                        o["y2"],
-                        o["class_id"],
-                        o["class_name"],
-                        o["score"],
-                    ),
-                    first_seen_us=o["first_seen_us"],
-                    confirmed=o["confirmed"],
-                    hits=o["hits"],
-                )
-                for o in r["objects"]
-            ),
-            e2e_latency_ms=r["e2e_latency_ms"],
-            tracked_at_us=r["tracked_at_us"],
-            detections_partition=r["detections_partition"],
-            detections_offset=r["detections_offset"],
-        )
+class AlertCodec(RecordCodec[Alert]):
+    """Alert <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        super().__init__(Alert, "alert", schemas_dir)

@@ -1,12 +1,15 @@
 import copy
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import fastavro
 import pytest
 
 from framebus.codec import (
     HEADER_BYTES,
+    AlertCodec,
+    DetectionsCodec,
     FrameCodec,
     SingleObjectCodec,
     TracksCodec,
@@ -15,41 +18,16 @@ from framebus.codec import (
     schema_fingerprint,
 )
 from framebus.errors import CodecError, UnknownSchemaError
-from framebus.messages import (
-    Box,
-    Compression,
-    Frame,
-    FrameStatus,
-    TensorLayout,
-    TrackedObject,
-    Tracks,
-)
-
-
-def sample_frame() -> Frame:
-    return Frame(
-        camera_id="cam-1",
-        seq=42,
-        capture_ts_us=1_700_000_000_123_456,
-        orig_width=1920,
-        orig_height=1080,
-        shape=(640, 640, 3),
-        layout=TensorLayout.HWC,
-        scale=1 / 3,
-        pad_x=0,
-        pad_y=140,
-        tensor=bytes(range(256)) * 4,
-        compression=Compression.LZ4,
-        pts_s=1.68,
-    )
+from framebus.messages import Alert, Detections, Frame, Tracks
+from tests.unit.framebus.records import ALERT, DETECTIONS, FRAME, TRACKS
 
 
 def test_frame_codec_when_round_tripped_then_equal_and_single_object_framed() -> None:
     codec = FrameCodec()
-    data = codec.encode(sample_frame())
+    data = codec.encode(FRAME)
     assert data[:2] == b"\xc3\x01"
     assert data[2:HEADER_BYTES] == schema_fingerprint(load_schema("frame"))
-    assert codec.decode(data) == sample_frame()
+    assert codec.decode(data) == FRAME
 
 
 def test_schema_fingerprint_when_primitive_int_then_matches_avro_spec_value() -> None:
@@ -63,7 +41,7 @@ def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records
     new = copy.deepcopy(old)
     new["fields"].append({"name": "site", "type": "string", "default": "unknown"})
     old_bytes = SingleObjectCodec(old).encode(
-        FrameCodec()._codec.decode(FrameCodec().encode(sample_frame()))
+        FrameCodec()._codec.decode(FrameCodec().encode(FRAME))
     )
     reader = SingleObjectCodec(new, older_schemas=[old])
     record = reader.decode(old_bytes)
@@ -72,7 +50,7 @@ def test_codec_when_reader_schema_has_new_defaulted_field_then_reads_old_records
 
 
 def test_codec_when_fingerprint_unknown_then_raises_clear_error() -> None:
-    data = bytearray(FrameCodec().encode(sample_frame()))
+    data = bytearray(FrameCodec().encode(FRAME))
     data[2:HEADER_BYTES] = b"\x01" * 8
     with pytest.raises(UnknownSchemaError, match="unknown schema fingerprint 0101010101010101"):
         FrameCodec().decode(bytes(data))
@@ -85,51 +63,38 @@ def test_codec_when_not_single_object_then_codec_error(data: bytes) -> None:
 
 
 def test_codec_when_body_truncated_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError, match="corrupt"):
         FrameCodec().decode(data[:40])
 
 
 def test_frame_codec_decode_view_when_current_schema_then_equal_and_tensor_is_a_view() -> None:
     codec = FrameCodec()
-    data = codec.encode(sample_frame())
+    data = codec.encode(FRAME)
     frame = codec.decode_view(data)
     assert isinstance(frame.tensor, memoryview)
     assert frame.tensor.obj is data  # a view into the record, not a copy
     assert frame == codec.decode(data)  # memoryview == bytes compares the contents
-    assert frame.camera_id == sample_frame().camera_id
-    assert bytes(frame.tensor) == sample_frame().tensor
+    assert frame.camera_id == FRAME.camera_id
+    assert bytes(frame.tensor) == FRAME.tensor
 
 
 def test_frame_codec_decode_view_when_tensor_length_disagrees_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError, match="tensor of"):
         FrameCodec().decode_view(data + b"\x00")
 
 
 def test_frame_codec_decode_view_when_head_is_truncated_then_codec_error() -> None:
-    data = FrameCodec().encode(sample_frame())
+    data = FrameCodec().encode(FRAME)
     with pytest.raises(CodecError):
         FrameCodec().decode_view(data[:20])
-
-
-def sample_tracks() -> Tracks:
-    box = Box(10.5, 20.0, 110.0, 220.0, 0, "person", 0.875)
-    person = TrackedObject("cam-1/1700000000/7", box, 1_700_000_000_000_001, True, 4)
-    return Tracks(
-        "cam-1",
-        42,
-        1_700_000_000_123_456,
-        FrameStatus.INFERRED,
-        (person,),
-        tracked_at_us=1_700_000_000_223_456,
-    )
 
 
 def test_codecs_when_timestamps_coded_then_same_bytes_as_a_logical_type_aware_writer() -> None:
     # The codecs leave logical types out of what fastavro parses; the wire must not notice.
     schema = load_schema("tracks")
-    data = TracksCodec().encode(sample_tracks())
+    data = TracksCodec().encode(TRACKS)
     aware = fastavro.parse_schema(schema)
     body = fastavro.schemaless_reader(io.BytesIO(data[HEADER_BYTES:]), aware)
     assert body["capture_ts_us"] == datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)
@@ -144,7 +109,58 @@ def test_codecs_when_timestamps_coded_then_same_bytes_as_a_logical_type_aware_wr
 
 
 def test_codecs_when_decoded_then_timestamps_are_integer_microseconds() -> None:
-    tracks = TracksCodec().decode(TracksCodec().encode(sample_tracks()))
-    assert tracks == sample_tracks()
+    tracks = TracksCodec().decode(TracksCodec().encode(TRACKS))
+    assert tracks == TRACKS
     stamps = (tracks.capture_ts_us, tracks.tracked_at_us, tracks.objects[0].first_seen_us)
     assert all(type(stamp) is int for stamp in stamps)
+
+
+# The bytes the field-by-field codecs of 7b1f100 wrote for the records of `records.py`: how a record
+# maps to Avro must not change the wire. A schema change changes these bytes (its fingerprint is in
+# them): only then are they written again.
+PINNED: list[tuple[Any, Frame | Detections | Tracks | Alert, str]] = [
+    (
+        FrameCodec(),
+        FRAME,
+        "c301b160 929e0b2a 02c60a63 616d2d31 54808981 82838985 0602e17a 14ae47e1 fa3f801e "
+        "f0100608 0406000a 75696e74 38025555 55555555 d53f0204 04300001 02030405 06070809 "
+        "0a0b0c0d 0e0f1011 12131415 1617",
+    ),
+    (
+        DetectionsCodec(),
+        DETECTIONS,
+        "c301beaa 09e0af73 80690a63 616d2d31 54808981 82838985 0602020a 7374616c 6508796f "
+        "6c6f0838 6e2d3280 1ef01004 00002841 0000a241 0000dc42 00805c43 04066361 72000040 "
+        "3f000000 00000080 3f000020 40000040 40000c70 6572736f 6e000000 3f000000 00000000 "
+        "0c400000 00000080 28401000 00000000 40444006 a413",
+    ),
+    (
+        TracksCodec(),
+        TRACKS,
+        "c301c8e3 aa6b2206 ad270a63 616d2d31 54808981 82838985 06000004 08796f6c 6f08386e "
+        "2d32801e f0100424 63616d2d 312f3137 30303030 30303030 2f370000 28410000 a2410000 "
+        "dc420080 5c430406 63617200 00403f82 80f28183 89850601 08246361 6d2d312f 31373030 "
+        "30303030 30302f38 00000000 0000803f 00002040 00004040 000c7065 72736f6e 0000003f "
+        "c29afe81 83898506 00020000 00000000 c04440c0 a38d8283 89850602 c601",
+    ),
+    (
+        AlertCodec(),
+        ALERT,
+        "c301c59d fe9547cd b0061264 6f6f722d 6c696e65 0a63616d 2d315480 89818283 898506c0 "
+        "a38d8283 8985060a 06000000 00000000 00000000 00000000 00000000 00000059 40000000 "
+        "00000000 00000000 00000059 40000000 00004049 40000202 00002841 0000a241 0000dc42 "
+        "00805c43 04066361 72000040 3f000879 6f6c6f08 386e2d32 02c60108 2463616d 2d312f31 "
+        "37303030 30303030 302f3704 00000000 00000440 040c6361 723a494e 060e6361 723a4f55 "
+        "540200",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("codec", "value", "wire"), PINNED, ids=[type(v).__name__ for _, v, _ in PINNED]
+)
+def test_codecs_when_encoding_then_bytes_equal_the_pinned_wire_bytes(
+    codec: Any, value: Frame | Detections | Tracks | Alert, wire: str
+) -> None:
+    assert codec.encode(value).hex() == bytes.fromhex(wire).hex()  # hex: a readable diff
+    assert codec.decode(bytes.fromhex(wire)) == value

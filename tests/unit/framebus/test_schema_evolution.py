@@ -1,4 +1,4 @@
-"""Records of one release read by another, for every record type (frame, detections, alert).
+"""Records of one release read by another, for every record type (frame, detections, tracks, alert).
 
 The promise (docs/architecture.md, "Schema evolution"): readers are upgraded before writers. A
 release reads the records of every earlier release, new fields taking their defaults; a record of a
@@ -24,69 +24,13 @@ from framebus.codec import (
     DetectionsCodec,
     FrameCodec,
     SingleObjectCodec,
+    TracksCodec,
     load_schema,
     released_versions,
 )
 from framebus.errors import UnknownSchemaError
-from framebus.messages import (
-    Alert,
-    Box,
-    Compression,
-    Detections,
-    Frame,
-    FrameStatus,
-    TensorLayout,
-    ZoneAnchor,
-)
-
-BOX = Box(x1=10.5, y1=20.25, x2=110.0, y2=220.5, class_id=2, class_name="car", score=0.75)
-FRAME = Frame(
-    camera_id="cam-1",
-    seq=42,
-    capture_ts_us=1_700_000_000_123_456,
-    orig_width=1920,
-    orig_height=1080,
-    shape=(640, 640, 3),
-    layout=TensorLayout.HWC,
-    scale=1 / 3,
-    pad_x=0,
-    pad_y=140,
-    tensor=bytes(range(256)) * 4,
-    compression=Compression.LZ4,
-    pts_s=1.68,
-)
-DETECTIONS = Detections(
-    camera_id="cam-1",
-    seq=42,
-    capture_ts_us=1_700_000_000_123_456,
-    status=FrameStatus.INFERRED,
-    model_name="yolo",
-    model_version="8n-2",
-    boxes=(BOX,),
-    orig_width=1920,
-    orig_height=1080,
-    queue_wait_ms=3.5,
-    inference_ms=12.25,
-    batch_size=8,
-    e2e_latency_ms=40.5,
-    frame_partition=3,
-    frame_offset=1234,
-)
-ALERT = Alert(
-    rule="car-in-bay",
-    camera_id="cam-1",
-    seq=42,
-    capture_ts_us=1_700_000_000_123_456,
-    fired_at_us=1_700_000_000_223_456,
-    consecutive_frames=5,
-    zone=((0.0, 0.0), (100.0, 0.0), (100.0, 50.5)),
-    anchor=ZoneAnchor.CENTER,
-    boxes=(BOX,),
-    model_name="yolo",
-    model_version="8n-2",
-    detections_partition=1,
-    detections_offset=99,
-)
+from framebus.messages import Alert, Detections, Frame, Tracks
+from tests.unit.framebus.records import ALERT, DETECTIONS, FRAME, TRACKS
 
 # The field the simulated next release adds, with the default an old record reads as.
 NEW_FIELD = {"name": "site", "type": "string", "default": "unknown", "doc": "Site of the camera."}
@@ -98,12 +42,13 @@ class Record:
 
     name: str
     codec: Callable[..., Any]
-    sample: Frame | Detections | Alert
+    sample: Frame | Detections | Tracks | Alert
 
 
 RECORDS = [
     Record("frame", FrameCodec, FRAME),
     Record("detections", DetectionsCodec, DETECTIONS),
+    Record("tracks", TracksCodec, TRACKS),
     Record("alert", AlertCodec, ALERT),
 ]
 BY_NAME = {r.name: r for r in RECORDS}
