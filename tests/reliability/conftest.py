@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,11 +10,12 @@ import numpy as np
 import onnx
 import pytest
 
-from framebus_tools.localkafka import LocalKafka
+from framebus.kafka.settings import KafkaSettings
+from framebus_tools.localkafka import LocalCluster, LocalKafka
 from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
 from testkit.models import yolov8_model
 from tests.integration.conftest import kafka, topics  # noqa: F401 - shared fixtures
-from tests.reliability.harness import SIZE
+from tests.reliability.harness import SIZE, under_replicated, wait_for
 
 VIDEO_SIZE = (320, 240)
 MODEL_INPUT = 160  # decoder input size and bright-square model input in the decoder tests
@@ -58,3 +60,30 @@ def own_broker_fixture(port: int) -> Iterator[LocalKafka]:
     finally:
         broker.stop()
         broker.wipe()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """A fresh three-broker cluster for one module, wiped afterwards.
+
+    Brokers on FRAMEBUS_TEST_CLUSTER_PORT..+2 (default 24092), their controllers on the next three.
+    """
+    port = int(os.environ.get("FRAMEBUS_TEST_CLUSTER_PORT", "24092"))
+    cluster = LocalCluster(base_port=port, size=3)
+    cluster.stop()
+    cluster.wipe()
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        cluster.wipe()
+
+
+@pytest.fixture
+def cluster_kafka(cluster: LocalCluster) -> KafkaSettings:
+    """Settings of the cluster, with every node up and every replica in sync."""
+    cluster.start()  # a node an earlier test left down comes back
+    settings = KafkaSettings(bootstrap_servers=cluster.bootstrap)
+    wait_for(lambda: not under_replicated(settings), 120, "every replica in sync")
+    return settings

@@ -8,7 +8,8 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.compression import compress
 from framebus.kafka.settings import KafkaSettings
-from framebus.messages import Compression, Detections, Frame, TensorLayout
+from framebus.messages import Compression, Detections, Frame, FrameStatus, TensorLayout
 from framebus.topology import TopicSettings
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.process import ServiceProcess
@@ -312,3 +313,102 @@ def wait_records(
         return len(read_topic(kafka, topic, n, timeout_s=1.0)) >= n
 
     return wait_for(done, timeout_s, f"{n} records on {topic}")
+
+
+# --- Live cameras through the decoder, on the three-broker cluster, and what they left ----------
+
+
+def camera_decoder_env(
+    kafka: KafkaSettings,
+    names: TopicSettings,
+    video: Path,
+    tmp_path: Path,
+    cameras: Sequence[str],
+    input_size: int,
+) -> dict[str, str]:
+    """A decoder playing `video` in a loop, in real time at 5 fps, as each of `cameras`."""
+    cams = tmp_path / "cameras.yaml"
+    cams.write_text(
+        "cameras:\n"
+        + "".join(
+            f"  - {{id: {c}, url: '{video}', loop: true, realtime: true}}\n" for c in cameras
+        ),
+        encoding="utf-8",
+    )
+    return service_env(
+        kafka,
+        names,
+        cameras_file=cams,
+        target_fps=5,
+        input_width=input_size,
+        input_height=input_size,
+        drain_timeout_s=30,
+    )
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    """What a decoder -> inferencer run left in Kafka."""
+
+    counters: dict[str, dict[str, int]]  # decoder's per-camera exit summary
+    frames: dict[tuple[str, int], int]  # (camera, seq) -> frames-topic partition
+    frame_order: dict[str, list[int]]  # per camera, seqs in frames-topic order
+    records: list[tuple[int, Detections]]  # read_committed detections, partition order
+
+
+def stream_outcome(
+    kafka: KafkaSettings, names: TopicSettings, counters: dict[str, dict[str, int]]
+) -> StreamOutcome:
+    """Read back the frames the decoder reported delivered and every committed detections record."""
+    delivered = sum(c["delivered"] for c in counters.values())
+    codec = FrameCodec()
+    frames = [
+        (m.partition(), codec.decode(m.value()))
+        for m in read_topic(kafka, names.frames_topic, delivered, timeout_s=60, settle_s=1.0)
+    ]
+    order: dict[str, list[int]] = {}
+    for _, f in frames:
+        order.setdefault(f.camera_id, []).append(f.seq)
+    return StreamOutcome(
+        counters=counters,
+        frames={(f.camera_id, f.seq): part for part, f in frames},
+        frame_order=order,
+        records=detections_of(kafka, names.detections_topic, delivered, timeout_s=60),
+    )
+
+
+def assert_every_frame_recorded(out: StreamOutcome, cameras: Sequence[str]) -> None:
+    """Decoder counters balance, the frames topic is gap- and duplicate-free, each frame recorded."""
+    for cam in cameras:
+        c = out.counters[cam]
+        assert unaccounted_decoder_frames(c) == 0, (cam, c)
+        assert c["published"] == c["delivered"] > 0, (cam, c)
+        assert not any(v for k, v in c.items() if k.startswith("dropped_")), (cam, c)
+        # Idempotent producer through a leader change: each seq once, in order, none missing.
+        assert out.frame_order[cam] == list(range(c["delivered"])), cam
+    keys = {(d.camera_id, d.seq) for _, d in out.records}
+    missing = set(out.frames) - keys
+    assert not missing, f"{len(missing)} frames without a record, e.g. {sorted(missing)[:5]}"
+    assert keys <= set(out.frames)
+    assert all(d.status is FrameStatus.INFERRED or d.reason for _, d in out.records)
+    assert all(s == sorted(s) for s in first_seqs_by_camera(out.records).values())
+
+
+def cluster_metadata(kafka: KafkaSettings, topic: str | None = None) -> Any:
+    """Cluster metadata (brokers, and per partition its leader, replicas and in-sync replicas)."""
+    admin = AdminClient({**kafka.client_config(), "log_level": 0})
+    return admin.list_topics(topic, timeout=10)
+
+
+def under_replicated(kafka: KafkaSettings) -> list[tuple[str, int]]:
+    """Partitions whose in-sync replicas are fewer than their replicas (or have no leader)."""
+    try:
+        topics = cluster_metadata(kafka).topics
+    except confluent_kafka.KafkaException:
+        return [("?", -1)]
+    return [
+        (name, p.id)
+        for name, t in topics.items()
+        for p in t.partitions.values()
+        if p.leader < 0 or set(p.isrs) != set(p.replicas)
+    ]

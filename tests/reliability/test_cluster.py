@@ -11,38 +11,34 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-from framebus.codec import FrameCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
-from framebus.messages import Detections, FrameStatus
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalCluster
-from tests.integration.kafkautil import read_topic
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.harness import (
     Service,
+    StreamOutcome,
+    assert_every_frame_recorded,
+    camera_decoder_env,
+    cluster_metadata,
     decoder_summary,
     detections_of,
     duplicates_by_partition,
-    first_seqs_by_camera,
     service_env,
-    unaccounted_decoder_frames,
+    stream_outcome,
+    under_replicated,
     wait_for,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.slow]
 
-# Brokers on PORT..PORT+2, their controllers on PORT+3..PORT+5.
-PORT = int(os.environ.get("FRAMEBUS_TEST_CLUSTER_PORT", "24092"))
 OUTAGE_S = float(os.environ.get("FRAMEBUS_CLUSTER_OUTAGE_S", "10"))
 # librdkafka's default (CRC32) partitioner puts all three keys on partition 0 of each topic, so
 # the leader killed carries every camera; `_busiest_leader` picks it whatever the hash does.
@@ -52,37 +48,11 @@ MAX_BATCH = 4
 UNCOMMITTED = 6  # max_uncommitted_frames: what a partition may repeat after a fault
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    """A fresh three-broker cluster for this module, wiped afterwards."""
-    cluster = LocalCluster(base_port=PORT, size=3)
-    cluster.stop()
-    cluster.wipe()
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        cluster.wipe()
-
-
-@pytest.fixture
-def cluster_kafka(cluster: LocalCluster) -> KafkaSettings:
-    """Settings of the cluster, with every node up and every replica in sync."""
-    cluster.start()  # a node an earlier test left down comes back
-    kafka = KafkaSettings(bootstrap_servers=cluster.bootstrap)
-    wait_for(lambda: not _under_replicated(kafka), 120, "every replica in sync")
-    return kafka
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a run through a leader's death left behind."""
 
-    counters: dict[str, dict[str, int]]  # decoder's per-camera exit summary
-    frames: dict[tuple[str, int], int]  # (camera, seq) -> frames-topic partition
-    frame_order: dict[str, list[int]]  # per camera, seqs in frames-topic order
-    records: list[tuple[int, Detections]]  # read_committed detections, partition order
+    stream: StreamOutcome
     victim: int  # broker id killed
     led: list[int]  # partitions of the victim topic it led
     failover_s: float  # kill -> every such partition led by another broker
@@ -100,9 +70,9 @@ def test_pipeline_when_frames_leader_sigkilled_mid_stream_then_no_frame_lost_and
     out = _stream_through_leader_kill(
         cluster, cluster_kafka, names, names.frames_topic, "at_least_once", *run
     )
-    _assert_every_frame_recorded(out)
+    assert_every_frame_recorded(out.stream, CAMERAS)
     # At-least-once repeats only frames delivered but not yet committed (docs/reliability.md).
-    dups = duplicates_by_partition(out.records)
+    dups = duplicates_by_partition(out.stream.records)
     assert all(n <= UNCOMMITTED for n in dups.values()), dups
     print(_report("frames leader, at-least-once", out, dups))
 
@@ -119,16 +89,16 @@ def test_inferencer_exactly_once_when_detections_leader_sigkilled_then_one_recor
     out = _stream_through_leader_kill(
         cluster, cluster_kafka, names, names.detections_topic, "exactly_once", *run
     )
-    _assert_every_frame_recorded(out)
+    assert_every_frame_recorded(out.stream, CAMERAS)
     # A read_committed reader: exactly one record per frame.
-    keys = Counter((d.camera_id, d.seq) for _, d in out.records)
+    keys = Counter((d.camera_id, d.seq) for _, d in out.stream.records)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     print(_report("detections leader, exactly-once", out, {}))
 
 
 def _topics(tag: str) -> TopicSettings:
     run = f"cl-{tag}-{time.time_ns() % 10**9}"
-    return TopicSettings(f"{run}.frames", f"{run}.detections", f"{run}.deadletter")
+    return TopicSettings.with_prefix(run)
 
 
 def _stream_through_leader_kill(
@@ -162,7 +132,11 @@ def _stream_through_leader_kill(
         ),
         tmp_path / "inferencer.log",
     )
-    decoder = Service("decoder", _decoder_env(kafka, names, video, tmp_path), tmp_path / "dec.log")
+    decoder = Service(
+        "decoder",
+        camera_decoder_env(kafka, names, video, tmp_path, CAMERAS, MODEL_INPUT),
+        tmp_path / "dec.log",
+    )
     try:
         wait_for(lambda: _recorded(kafka, names, 30) >= 30, 120, "detections before the kill")
         victim, led = _busiest_leader(kafka, victim_topic)
@@ -185,70 +159,20 @@ def _stream_through_leader_kill(
         decoder.stop()
         inferencer.stop()
     # The restarted broker caught up: every partition has its three replicas in sync again.
-    wait_for(lambda: not _under_replicated(kafka), 120, "restarted broker back in sync")
-    codec = FrameCodec()
-    frames = [
-        (m.partition(), codec.decode(m.value()))
-        for m in read_topic(kafka, names.frames_topic, delivered, timeout_s=60, settle_s=1.0)
-    ]
-    order: dict[str, list[int]] = {}
-    for _, f in frames:
-        order.setdefault(f.camera_id, []).append(f.seq)
+    wait_for(lambda: not under_replicated(kafka), 120, "restarted broker back in sync")
     return Outcome(
-        counters=counters,
-        frames={(f.camera_id, f.seq): part for part, f in frames},
-        frame_order=order,
-        records=detections_of(kafka, names.detections_topic, delivered, timeout_s=60),
+        stream=stream_outcome(kafka, names, counters),
         victim=victim,
         led=led,
         failover_s=failover_s,
     )
 
 
-def _decoder_env(
-    kafka: KafkaSettings, names: TopicSettings, video: Path, tmp_path: Path
-) -> dict[str, str]:
-    cams = tmp_path / "cameras.yaml"
-    cams.write_text(
-        "cameras:\n"
-        + "".join(
-            f"  - {{id: {c}, url: '{video}', loop: true, realtime: true}}\n" for c in CAMERAS
-        ),
-        encoding="utf-8",
-    )
-    return service_env(
-        kafka,
-        names,
-        cameras_file=cams,
-        target_fps=5,
-        input_width=MODEL_INPUT,
-        input_height=MODEL_INPUT,
-        drain_timeout_s=30,
-    )
-
-
-def _assert_every_frame_recorded(out: Outcome) -> None:
-    """Decoder counters balance, the frames topic is gap- and duplicate-free, each frame recorded."""
-    for cam in CAMERAS:
-        c = out.counters[cam]
-        assert unaccounted_decoder_frames(c) == 0, (cam, c)
-        assert c["published"] == c["delivered"] > 0, (cam, c)
-        assert not any(v for k, v in c.items() if k.startswith("dropped_")), (cam, c)
-        # Idempotent producer through a leader change: each seq once, in order, none missing.
-        assert out.frame_order[cam] == list(range(c["delivered"])), cam
-    keys = {(d.camera_id, d.seq) for _, d in out.records}
-    missing = set(out.frames) - keys
-    assert not missing, f"{len(missing)} frames without a record, e.g. {sorted(missing)[:5]}"
-    assert keys <= set(out.frames)
-    assert all(d.status is FrameStatus.INFERRED or d.reason for _, d in out.records)
-    assert all(s == sorted(s) for s in first_seqs_by_camera(out.records).values())
-
-
 def _report(what: str, out: Outcome, dups: dict[int, int]) -> str:
-    statuses = Counter(d.status.name for _, d in out.records)
+    statuses = Counter(d.status.name for _, d in out.stream.records)
     return (
         f"{what}: killed broker {out.victim} (leader of partitions {out.led}), new leaders in "
-        f"{out.failover_s:.1f} s; frames={len(out.frames)} records={len(out.records)} "
+        f"{out.failover_s:.1f} s; frames={len(out.stream.frames)} records={len(out.stream.records)} "
         f"duplicates={dups} statuses={dict(statuses)}"
     )
 
@@ -259,15 +183,9 @@ def _recorded(kafka: KafkaSettings, names: TopicSettings, expected: int) -> int:
     return len({(d.camera_id, d.seq) for _, d in records})
 
 
-def _metadata(kafka: KafkaSettings, topic: str | None = None) -> Any:
-    """Cluster metadata (brokers, and per partition its leader, replicas and in-sync replicas)."""
-    admin = AdminClient({**kafka.client_config(), "log_level": 0})
-    return admin.list_topics(topic, timeout=10)
-
-
 def _busiest_leader(kafka: KafkaSettings, topic: str) -> tuple[int, list[int]]:
     """The broker leading most of `topic`'s partitions that hold records, and those partitions."""
-    parts = _metadata(kafka, topic).topics[topic].partitions
+    parts = cluster_metadata(kafka, topic).topics[topic].partitions
     consumer = confluent_kafka.Consumer({**kafka.client_config(), "group.id": "watermarks"})
     try:
         busy = [
@@ -283,19 +201,5 @@ def _busiest_leader(kafka: KafkaSettings, topic: str) -> tuple[int, list[int]]:
 
 
 def _leaders_moved(kafka: KafkaSettings, topic: str, victim: int, led: list[int]) -> bool:
-    parts = _metadata(kafka, topic).topics[topic].partitions
+    parts = cluster_metadata(kafka, topic).topics[topic].partitions
     return all(parts[p].leader not in (victim, -1) for p in led)
-
-
-def _under_replicated(kafka: KafkaSettings) -> list[tuple[str, int]]:
-    """Partitions whose in-sync replicas are fewer than their replicas (or have no leader)."""
-    try:
-        topics = _metadata(kafka).topics
-    except confluent_kafka.KafkaException:
-        return [("?", -1)]
-    return [
-        (name, p.id)
-        for name, t in topics.items()
-        for p in t.partitions.values()
-        if p.leader < 0 or set(p.isrs) != set(p.replicas)
-    ]
