@@ -28,7 +28,8 @@ demo: install
 
 ## The whole suite: lint, types, unit tests, then integration tests on a real local Kafka.
 ## Nothing is skipped: a test that cannot run its real part fails with the reason. The cluster
-## tests (about 2 minutes) start a three-broker cluster of their own on TEST_CLUSTER_PORT..+5.
+## tests (about 12 minutes: a leader's and, ten times, the inferencer's coordinator's death) start
+## a three-broker cluster of their own on TEST_CLUSTER_PORT..+5.
 ## The `gpu` tests are deselected (and listed at the end as not run): `make test-gpu` runs them.
 test: install test-deps lint test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
@@ -41,8 +42,9 @@ test-gpu: install
 	$(BIN)/pytest -m gpu -rA $(PYTEST_ARGS)
 
 ## Only the three-broker cluster tests (part of `make test`): a partition leader SIGKILLed
-## mid-stream on a cluster the tests start and wipe (brokers on TEST_CLUSTER_PORT..+2,
-## controllers on the next three).
+## mid-stream, and the exactly-once inferencer's coordinator SIGKILLed and not restarted (10 runs,
+## FRAMEBUS_COORDINATOR_RUNS), on a cluster the tests start and wipe (brokers on
+## TEST_CLUSTER_PORT..+2, controllers on the next three).
 test-cluster: install test-deps
 	FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) $(BIN)/pytest -m cluster -rA $(PYTEST_ARGS)
 

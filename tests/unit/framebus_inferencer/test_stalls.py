@@ -157,7 +157,8 @@ def test_pipeline_when_transactional_call_never_returns_then_stack_dumped_unread
     assert code == EXIT_STALLED
     # Within its budget (twice the call's timeout), plus one look and the grace.
     stuck_for = at - run.blocking.entered[call]
-    assert STAGE_TIMEOUT_S < stuck_for < STAGE_TIMEOUT_S + 2 * CHECK_EVERY_S + GRACE_S + 1.0
+    # The slack is for a loaded machine (CI shares two cores with a broker).
+    assert STAGE_TIMEOUT_S < stuck_for < STAGE_TIMEOUT_S + 2 * CHECK_EVERY_S + GRACE_S + 3.0
     alive, body = run.health.liveness()
     assert not alive
     assert any(f"publish stuck in {call}" in c for c in body["stuck_calls"]), body
