@@ -41,6 +41,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalCluster
+from framebus_tools.process import free_port
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.coordinators import (
     OFFSETS_TOPIC,
@@ -61,7 +62,6 @@ from tests.reliability.harness import (
     camera_decoder_env,
     cluster_metadata,
     decoder_summary,
-    free_port,
     get_json,
     service_env,
     stream_outcome,
