@@ -128,3 +128,15 @@ def test_health_when_call_ends_on_another_thread_then_only_its_own_calls_removed
     leave.set()
     t.join(5)
     assert health.stalls() == []
+
+
+def test_health_when_loop_overdue_inside_a_call_then_reported_as_stuck_in_that_call() -> None:
+    clock = FakeClock()
+    health = Health(clock)
+    health.heartbeat("MainThread", 20)
+    with health.call("send_offsets_to_transaction", 20):
+        clock.now = 20.5  # the loop's allowance ran out first: its beat is older than the call
+        [stall] = health.stalls()
+    assert (
+        stall.describe() == "MainThread stuck in send_offsets_to_transaction for 20 s (budget 20 s)"
+    )

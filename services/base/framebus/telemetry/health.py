@@ -109,16 +109,26 @@ class Health:
                     self._calls.pop(ident, None)
 
     def stalls(self) -> list[Stall]:
-        """Loops overdue for a beat and calls past their budget, now."""
+        """Loops overdue for a beat and calls past their budget, now.
+
+        A loop overdue while its thread is inside a watched call is reported as stuck in that
+        call (the innermost), which is what the operator needs to know.
+        """
         now = self._clock()
         with self._lock:
             beats = dict(self._beats)
             calls = [c for stack in self._calls.values() for c in stack]
-        out = [Stall(name, now - t, allow) for name, (t, allow) in beats.items() if now - t > allow]
+        inside = {c.thread: c for c in calls}  # each thread's innermost call (appended last)
+        out = []
+        for name, (t, allow) in beats.items():
+            if now - t > allow:
+                call = inside.get(name)
+                out.append(Stall(name, now - t, allow, None if call is None else call.name))
+        reported = {s.loop for s in out}
         out += [
             Stall(c.thread, now - c.started, c.budget_s, c.name)
             for c in calls
-            if now - c.started > c.budget_s
+            if now - c.started > c.budget_s and c.thread not in reported
         ]
         return out
 
