@@ -140,3 +140,24 @@ def test_health_when_loop_overdue_inside_a_call_then_reported_as_stuck_in_that_c
     assert (
         stall.describe() == "MainThread stuck in send_offsets_to_transaction for 20 s (budget 20 s)"
     )
+
+
+def test_watchdog_when_a_log_handler_stream_is_closed_then_still_exits_70() -> None:
+    import io
+    import logging
+
+    clock = FakeClock()
+    health = Health(clock)
+    health.heartbeat("consume", 5)
+    closed = io.StringIO()
+    handler = logging.StreamHandler(closed)
+    closed.close()
+    logging.getLogger().addHandler(handler)
+    exits: list[int] = []
+    try:
+        with open("/dev/null", "w") as devnull:
+            clock.now = 6
+            assert Watchdog(health, grace_s=0, exit_process=exits.append, stack_out=devnull).check()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert exits == [EXIT_STALLED]

@@ -78,9 +78,11 @@ class Watchdog:
         stalls = self.health.stalls()
         if not stalls:
             return False
-        self._report(stalls)
-        time.sleep(self.grace_s)
-        self._exit(EXIT_STALLED)
+        try:
+            self._report(stalls)
+        finally:  # nothing in the report (a closed log stream, say) may keep the process alive
+            time.sleep(self.grace_s)
+            self._exit(EXIT_STALLED)
         return True
 
     def _run(self) -> None:
@@ -99,5 +101,8 @@ class Watchdog:
             extra={"stalled": reason, "exit_code": EXIT_STALLED},
         )
         for handler in logging.getLogger().handlers:
-            handler.flush()
+            try:
+                handler.flush()
+            except (OSError, ValueError) as exc:  # its stream is gone: the stacks go on below
+                print(f"watchdog: cannot flush log handler {handler}: {exc}", file=sys.stderr)
         dump_stacks(self._out or sys.stderr)
