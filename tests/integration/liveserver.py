@@ -16,7 +16,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.topology import Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_live.protocol import parse_tile
-from framebus_tools.pipeline import free_port
+from framebus_tools.process import free_port
 from tests.integration.livefeed import LiveTopics
 from tests.reliability.harness import Service, get_json, metric, scrape, service_env, wait_for
 

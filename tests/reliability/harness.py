@@ -326,7 +326,11 @@ def camera_decoder_env(
     cameras: Sequence[str],
     input_size: int,
 ) -> dict[str, str]:
-    """A decoder playing `video` in a loop, in real time at 5 fps, as each of `cameras`."""
+    """A decoder playing `video` in a loop, in real time at 5 fps, as each of `cameras`.
+
+    Its backpressure blocks: these tests count what a broker's failure loses, and a loaded
+    machine would otherwise make the decoder drop frames by its own (counted) policy.
+    """
     cams = tmp_path / "cameras.yaml"
     cams.write_text(
         "cameras:\n"
@@ -343,6 +347,7 @@ def camera_decoder_env(
         input_width=input_size,
         input_height=input_size,
         drain_timeout_s=30,
+        backpressure="block",
     )
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import confluent_kafka
@@ -19,6 +20,7 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
+from framebus.telemetry.watchdog import EXIT_STALLED
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalCluster
 from tests.reliability.conftest import MODEL_INPUT
@@ -56,6 +58,51 @@ class Outcome:
     victim: int  # broker id killed
     led: list[int]  # partitions of the victim topic it led
     failover_s: float  # kill -> every such partition led by another broker
+    watchdog_restarts: int  # inferencer processes the watchdog ended (exit 70), each restarted
+
+
+@dataclass
+class Restarting:
+    """The inferencer under a stand-in orchestrator: restarted once if its watchdog ends it.
+
+    librdkafka can hang for good in a transactional call sent to the broker that died (issue
+    #5511); the watchdog then exits EXIT_STALLED and the orchestrator starts a new process, whose
+    transactional id fences the old one's transaction. Any other exit fails the test.
+    """
+
+    start: Callable[[int], Service]
+    services: list[Service] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.services.append(self.start(1))
+
+    @property
+    def current(self) -> Service:
+        """The latest process."""
+        return self.services[-1]
+
+    @property
+    def restarts(self) -> int:
+        """Processes started after the first."""
+        return len(self.services) - 1
+
+    def watch(self) -> None:
+        """Restart an inferencer its watchdog ended (once); fail on any other exit."""
+        code = self.current.proc.poll()
+        if code is None:
+            return
+        assert code == EXIT_STALLED and self.restarts == 0, (
+            f"inferencer exited with {code}: {self.current.text()[-3000:]}"
+        )
+        self.services.append(self.start(len(self.services) + 1))
+
+    def text(self) -> str:
+        """Every process's log, oldest first."""
+        return "\n".join(s.text() for s in self.services)
+
+    def stop(self, timeout_s: float = 15) -> int | None:
+        """Stop the latest process; its exit code."""
+        return self.current.stop(timeout_s)
 
 
 def test_pipeline_when_frames_leader_sigkilled_mid_stream_then_no_frame_lost_and_dups_bounded(
@@ -118,20 +165,17 @@ def _stream_through_leader_kill(
             names, Sizing(PARTITIONS, PARTITIONS, replication_factor=3), INFERENCE_TOPICS
         ),
     )
-    inferencer = Service(
-        "inferencer",
-        service_env(
-            kafka,
-            names,
-            model_path=model,
-            delivery=mode,
-            transactional_id=f"tx-{names.frames_topic}",
-            max_batch=MAX_BATCH,
-            max_wait_ms=20,
-            max_uncommitted_frames=UNCOMMITTED,
-        ),
-        tmp_path / "inferencer.log",
+    env = service_env(
+        kafka,
+        names,
+        model_path=model,
+        delivery=mode,
+        transactional_id=f"tx-{names.frames_topic}",
+        max_batch=MAX_BATCH,
+        max_wait_ms=20,
+        max_uncommitted_frames=UNCOMMITTED,
     )
+    inferencer = Restarting(lambda n: Service("inferencer", env, tmp_path / f"inferencer-{n}.log"))
     decoder = Service(
         "decoder",
         camera_decoder_env(kafka, names, video, tmp_path, CAMERAS, MODEL_INPUT),
@@ -145,16 +189,24 @@ def _stream_through_leader_kill(
             lambda: _leaders_moved(kafka, victim_topic, victim, led), 60, "leaders elected"
         )
         assert decoder.alive(), decoder.text()[-3000:]
-        assert inferencer.alive(), inferencer.text()[-3000:]
+        inferencer.watch()
         time.sleep(max(0.0, OUTAGE_S - failover_s))
         cluster.node(victim).start()
         after = _recorded(kafka, names, 10**6)
-        wait_for(lambda: _recorded(kafka, names, after + 30) >= after + 30, 90, "detections after")
+
+        def recorded(n: int) -> bool:
+            inferencer.watch()
+            return _recorded(kafka, names, n) >= n
+
+        wait_for(lambda: recorded(after + 30), 90, "detections after")
         assert decoder.stop(60) == 0, decoder.text()[-3000:]
         counters = decoder_summary(decoder)
         delivered = sum(c["delivered"] for c in counters.values())
-        wait_for(lambda: _recorded(kafka, names, delivered) >= delivered, 120, "catch-up")
+        wait_for(lambda: recorded(delivered), 120, "catch-up")
         assert inferencer.stop(60) == 0, inferencer.text()[-3000:]
+    except AssertionError as failed:
+        logs = f"--- inferencer ---\n{inferencer.text()[-4000:]}\n--- decoder ---\n{decoder.text()[-2000:]}"
+        raise AssertionError(f"{failed}\n{logs}") from failed
     finally:
         decoder.stop()
         inferencer.stop()
@@ -165,6 +217,7 @@ def _stream_through_leader_kill(
         victim=victim,
         led=led,
         failover_s=failover_s,
+        watchdog_restarts=inferencer.restarts,
     )
 
 
@@ -173,7 +226,7 @@ def _report(what: str, out: Outcome, dups: dict[int, int]) -> str:
     return (
         f"{what}: killed broker {out.victim} (leader of partitions {out.led}), new leaders in "
         f"{out.failover_s:.1f} s; frames={len(out.stream.frames)} records={len(out.stream.records)} "
-        f"duplicates={dups} statuses={dict(statuses)}"
+        f"duplicates={dups} statuses={dict(statuses)} watchdog restarts={out.watchdog_restarts}"
     )
 
 
