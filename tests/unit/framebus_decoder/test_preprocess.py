@@ -3,8 +3,15 @@ import numpy as np
 import pytest
 
 from framebus.letterbox import PAD_VALUE
-from framebus.messages import TensorLayout
-from framebus_decoder.preprocess import AREA_SCRATCH_BYTES, LetterboxBuffer, area_resize, plane
+from framebus.messages import ColourMatrix, ColourRange, TensorLayout
+from framebus.pixels import Colour, FrameFormat, i420_nbytes, i420_planes, i420_to_rgb
+from framebus_decoder.preprocess import (
+    AREA_SCRATCH_BYTES,
+    PAD_LUMA,
+    LetterboxBuffer,
+    area_resize,
+    plane,
+)
 
 
 def scene(w: int, h: int) -> np.ndarray:
@@ -93,3 +100,72 @@ def test_area_resize_when_taller_than_one_strip_then_every_strip_written() -> No
     dst = np.full((rows, width), 7, np.uint8)
     area_resize(src, dst)
     assert (dst == cv2.resize(src, (width, rows), interpolation=cv2.INTER_AREA)).all()
+
+
+def as_rgb(buf: LetterboxBuffer) -> np.ndarray:
+    """An I420 buffer's picture as RGB, converted as a reader of the record does."""
+    return i420_to_rgb(buf.tensor, buf.height, buf.width, buf.colour)
+
+
+@pytest.mark.parametrize(
+    ("w", "h", "dst"),
+    [(1920, 1080, 640), (640, 360, 320), (1280, 720, 333), (641, 359, 640), (359, 641, 321)],
+)
+def test_letterbox_when_i420_buffer_then_planes_convert_to_the_rgb_buffer(
+    w: int, h: int, dst: int
+) -> None:
+    planes = i420(scene(w + (w & 1), h + (h & 1)))
+    y, u, v = planes[0][:h, :w], planes[1], planes[2]  # an odd frame: chroma rounds up
+    yuv, ref = LetterboxBuffer(dst, dst, fmt=FrameFormat.I420), LetterboxBuffer(dst, dst)
+    lb, ref_lb = yuv.fill_i420(y, u, v), ref.fill_i420(y, u, v)
+    assert yuv.tensor.size == i420_nbytes(dst, dst)
+    assert (yuv.shape, yuv.layout) == ((dst, dst), TensorLayout.CHW)
+    # Same scale and size; pads rounded down to even, so chroma blocks never straddle the edge.
+    assert (lb.pad_x, lb.pad_y) == (ref_lb.pad_x & ~1, ref_lb.pad_y & ~1)
+    assert (lb.scale, lb.resized_width, lb.resized_height) == (
+        ref_lb.scale,
+        ref_lb.resized_width,
+        ref_lb.resized_height,
+    )
+    rgb = as_rgb(yuv)
+    window = rgb[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width]
+    ref_window = ref.hwc[
+        ref_lb.pad_y : ref_lb.pad_y + lb.resized_height,
+        ref_lb.pad_x : ref_lb.pad_x + lb.resized_width,
+    ]
+    assert np.abs(window.astype(int) - ref_window).mean() < 1.0
+    # The pad is today's grey, exactly, above and below the picture.
+    assert (rgb[: lb.pad_y] == PAD_VALUE).all()
+    assert (rgb[lb.pad_y + lb.resized_height + 1 :] == PAD_VALUE).all()
+
+
+def test_letterbox_when_i420_buffer_filled_from_rgb_then_bt601_limited_planes() -> None:
+    rgb = scene(640, 360)
+    yuv, ref = LetterboxBuffer(320, 320, fmt=FrameFormat.I420), LetterboxBuffer(320, 320)
+    lb = yuv.fill_rgb(rgb)
+    assert lb == ref.fill_rgb(rgb)  # 640 x 360 into 320: even pads already
+    assert yuv.colour == Colour()
+    assert np.abs(as_rgb(yuv).astype(int) - ref.hwc).mean() < 3.0
+
+
+def test_letterbox_when_rgb_buffer_and_bt709_source_then_converted_with_bt709() -> None:
+    y, u, v = i420(scene(640, 360))
+    bt709 = Colour(ColourMatrix.BT709, ColourRange.LIMITED)
+    as_601, as_709 = LetterboxBuffer(320, 320), LetterboxBuffer(320, 320)
+    as_601.fill_i420(y, u, v)
+    as_709.fill_i420(y, u, v, bt709)
+    yuv = LetterboxBuffer(320, 320, fmt=FrameFormat.I420)
+    yuv.fill_i420(y, u, v, bt709)
+    assert (as_709.colour, yuv.colour) == (bt709, bt709)
+    assert np.abs(as_709.hwc.astype(int) - as_rgb(yuv)).mean() < 1.0
+    assert np.abs(as_709.hwc.astype(int) - as_601.hwc).max() > 10
+
+
+def test_letterbox_when_i420_source_size_changes_then_pad_repainted_grey() -> None:
+    buf = LetterboxBuffer(320, 320, fmt=FrameFormat.I420)
+    buf.fill_i420(*i420(scene(320, 320)))  # no pad at all
+    buf.fill_i420(*i420(scene(640, 360)))
+    lb = buf.geometry(640, 360)
+    assert (as_rgb(buf)[: lb.pad_y] == PAD_VALUE).all()
+    y, u, v = i420_planes(buf.tensor, 320, 320)
+    assert (y[: lb.pad_y] == PAD_LUMA).all() and (u[: lb.pad_y // 2] == 128).all()
