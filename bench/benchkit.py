@@ -415,6 +415,8 @@ def inferencer_env(
         # The frames were captured seconds before the drain: measure throughput, not staleness.
         "FRAMEBUS_MAX_FRAME_AGE_MS": "600000",
         "FRAMEBUS_STOP_AFTER_IDLE_S": "3",
+        # `fill_frames` writes RGB records: a graph that takes them as they are.
+        "FRAMEBUS_FRAME_FORMAT": "rgb",
         "FRAMEBUS_PROVIDERS": "cpu",
         # As with a GPU provider (what `auto` does there): the engine's CPU threads do not spin
         # between runs, so the cores stay with Kafka and the pipeline's other stages.

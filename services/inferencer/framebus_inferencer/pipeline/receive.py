@@ -35,6 +35,7 @@ from framebus.errors import CodecError, KafkaError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
+from framebus.messages import PixelFormat
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
 from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import wall_us
@@ -75,6 +76,7 @@ class Receiver:
         consumer: Consumer,
         frame_shape: tuple[int, int, int],
         staging: StagingPool | None = None,
+        input_format: PixelFormat = PixelFormat.RGB,
         full_budget_s: float = PIPELINE_FULL_BUDGET_S,
         pause_after_s: float = PAUSE_AFTER_S,
     ) -> None:
@@ -85,6 +87,8 @@ class Receiver:
         self.frame_shape = frame_shape
         self.frame_bytes = math.prod(frame_shape)
         self.staging = staging
+        self.input_format = input_format  # what the engine's graph takes; others: converted
+        self._converting: set[PixelFormat] = set()  # formats said to be converted on the host
         self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
         self.batcher: DeadlineBatcher[Received] = DeadlineBatcher(
             settings.max_batch,
@@ -213,6 +217,8 @@ class Receiver:
             )
             offsets.append((tp, offset))
             return
+        if frame.pixel_format is not self.input_format:
+            self._on_host(frame.pixel_format)
         self.tracing.decoded(tp[1], offset, decode_start)
         self.stats.lag.received(tp, offset, frame.capture_ts_us)
         self.batcher.add(
@@ -226,13 +232,28 @@ class Receiver:
             )
         )
 
+    def _on_host(self, fmt: PixelFormat) -> None:
+        """Count a frame the engine's input does not take as it is (`slot.py` converts it)."""
+        self.stats.converted_on_host(fmt.value)
+        if fmt not in self._converting:
+            self._converting.add(fmt)
+            log.warning(
+                "%s frames reach a model graph that takes %s: converting them on the host; set "
+                "FRAMEBUS_FRAME_FORMAT to one format for the decoders and the inferencers",
+                fmt.value,
+                self.input_format.value,
+            )
+
     def _submit(self, work: Work) -> None:
         if self.eos:  # as of the consume() that brought these frames (it may have joined)
             work.group_metadata = self.consumer.group_metadata()
         if work.batch is not None and self.tracing.enabled:
             work.span = self.tracing.batch_span(work.batch)
         if work.batch is not None and work.batch.frames and self.staging is not None:
-            work.staged = self.staging.stage([p.payload.tensor for p in work.batch.frames])
+            frames = work.batch.frames
+            work.staged = self.staging.stage(
+                [p.payload.tensor for p in frames], [p.payload.frame for p in frames]
+            )
         self.in_flight.add()
         if self.out.offer(work):
             return
