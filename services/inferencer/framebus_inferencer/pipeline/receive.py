@@ -36,6 +36,7 @@ from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
 from framebus.messages import PixelFormat
+from framebus.pixels import frame_nbytes
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
 from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import wall_us
@@ -85,7 +86,7 @@ class Receiver:
         self.tracing, self.clock_ms = ctx.tracing, ctx.clock_ms
         self.ledger, self.out, self.in_flight, self.consumer = ledger, out, in_flight, consumer
         self.frame_shape = frame_shape
-        self.frame_bytes = math.prod(frame_shape)
+        self.frame_bytes = math.prod(frame_shape)  # RGB's, the larger: what a tensor may hold
         self.staging = staging
         self.input_format = input_format  # what the engine's graph takes; others: converted
         self._converting: set[PixelFormat] = set()  # formats said to be converted on the host
@@ -113,7 +114,8 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         ctl = self.control
-        frame_bytes = self.frame_bytes
+        # The records of the format the graph takes (half an RGB frame's bytes in I420).
+        frame_bytes = frame_nbytes(self.input_format, *self.frame_shape[:2])
         touched = pre_touch(
             backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
         )
