@@ -8,11 +8,12 @@ import pytest
 
 from framebus.messages import ColourMatrix, ColourRange, Frame, PixelFormat, TensorLayout
 from framebus.pixels import FrameFormat, i420_nbytes, rgb_to_i420
+from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.pipeline.staging import StagingPool
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
-from framebus_inferencer.records import check_tensor
+from framebus_inferencer.records import boxes_of, check_tensor
 from framebus_tools.synthetic import write_bright_square_model
 from tests.unit.framebus_inferencer.frames import record
 
@@ -120,3 +121,31 @@ def test_check_tensor_when_a_frame_of_either_format_then_reason_or_none(
         assert found is None
     else:
         assert found is not None and problem in found
+
+
+def test_engine_when_odd_input_size_then_i420_frames_of_the_decoder_give_the_rgb_boxes(
+    tmp_path: Path,
+) -> None:
+    odd = 161
+    model = write_bright_square_model(tmp_path / "odd.onnx", odd)
+    picture = np.full((300, 500, 3), 24, np.uint8)
+    picture[60:200, 100:260] = 235
+    found = []
+    for fmt in (FrameFormat.RGB, FrameFormat.I420):
+        buffer = LetterboxBuffer(odd, odd, fmt=fmt)
+        lb = buffer.fill_rgb(picture)
+        frame = replace(
+            record(odd, fmt.pixel_format),
+            orig_width=500,
+            orig_height=300,
+            scale=lb.scale,
+            pad_x=lb.pad_x,
+            pad_y=lb.pad_y,
+        )
+        engine = engine_of(model, fmt)
+        (det,) = Decoder(engine.info.head).decode(engine.infer([buffer.tensor], [frame]), 1)
+        found.append([(b.x1, b.y1, b.x2, b.y2) for b in boxes_of(det, frame, ("square", "o"))])
+    rgb, i420 = found
+    assert len(rgb) == len(i420) == 1, (rgb, i420)
+    # The even pads of I420 (the record carries them) move nothing: a model pixel would be 3.1.
+    assert np.allclose(rgb, i420, atol=1.0)
