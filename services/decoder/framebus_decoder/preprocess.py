@@ -10,7 +10,7 @@ copy itself.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from typing import cast
 
 import cv2
 import numpy as np
@@ -45,10 +45,12 @@ class LetterboxBuffer:
     """One model-input buffer, reused for every frame it holds: RGB (HWC, or CHW), or I420.
 
     An I420 buffer holds the Y, U and V planes of the letterboxed picture, flat (`framebus.pixels`):
-    the resized planes are its content, with no colour conversion at all. Its pads are even, so
-    each 2 x 2 chroma block lies wholly in the picture or in the pad (the record carries the pads,
-    so boxes map back exactly); an odd picture size shares its last chroma row or column with the
-    pad, which takes the picture's colour over that one luma line.
+    the resized planes are its content, with no colour conversion at all. Its picture lies where
+    an RGB buffer's does, to the pixel: the model sees the same picture at the same place in
+    either format (a one-pixel shift moves a real detector's boxes by more than 1 px). A 2 x 2
+    chroma block that holds picture and pad (an odd pad, or an odd picture size) takes the
+    picture's colour over its pad line; after an odd pad, the picture's chroma is resampled half
+    a chroma sample over, to the blocks the canvas has there (`resite_chroma`).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class LetterboxBuffer:
         self._geometry: Letterbox | None = None
         self._source_size: tuple[int, int] | None = None
         self._i420: U8 | None = None  # scratch for the resized planes (RGB buffers)
+        self._chroma: U8 | None = None  # scratch: a resized chroma plane (I420, odd pads)
         self._rgb: U8 | None = None  # scratch: odd resized sizes (RGB), RGB sources (I420)
 
     @property
@@ -92,10 +95,7 @@ class LetterboxBuffer:
     def geometry(self, src_width: int, src_height: int) -> Letterbox:
         """The letterbox for this source size; the padding is repainted only when it changes."""
         if self._source_size != (src_width, src_height) or self._geometry is None:
-            lb = Letterbox.fit(src_width, src_height, self.width, self.height)
-            if self.i420 is not None:
-                lb = replace(lb, pad_x=lb.pad_x & ~1, pad_y=lb.pad_y & ~1)
-            self._geometry = lb
+            self._geometry = Letterbox.fit(src_width, src_height, self.width, self.height)
             self._source_size = (src_width, src_height)
             self._paint_pad()
         return self._geometry
@@ -117,15 +117,19 @@ class LetterboxBuffer:
         ]
 
     def _plane_windows(self, i420: U8, lb: Letterbox) -> tuple[U8, U8, U8]:
-        """The picture's windows in the Y, U and V planes of `i420` (this buffer's; pads even)."""
+        """The picture's windows in the Y, U and V planes of `i420` (this buffer's).
+
+        The chroma windows are the chroma blocks that hold a picture pixel: one more row (column)
+        than the picture's own chroma when the pad is odd and the picture size even.
+        """
         y, u, v = i420_planes(i420, self.height, self.width)
         rh, rw = lb.resized_height, lb.resized_width
-        ch, cw = chroma_size(rh, rw)
         top, left = lb.pad_y // 2, lb.pad_x // 2
+        bottom, right = (lb.pad_y + rh + 1) // 2, (lb.pad_x + rw + 1) // 2
         return (
             y[lb.pad_y : lb.pad_y + rh, lb.pad_x : lb.pad_x + rw],
-            u[top : top + ch, left : left + cw],
-            v[top : top + ch, left : left + cw],
+            u[top:bottom, left:right],
+            v[top:bottom, left:right],
         )
 
     def fill_rgb(self, rgb: U8) -> Letterbox:
@@ -143,11 +147,15 @@ class LetterboxBuffer:
         rw, rh = lb.resized_width, lb.resized_height
         self._rgb = _scratch_of(self._rgb, (rh, rw, 3))
         area_resize(rgb, self._rgb)
-        planes = rgb_to_i420(self._rgb)
-        for dst, src in zip(
-            self._plane_windows(self.i420, lb), i420_planes(planes, rh, rw), strict=True
-        ):
-            np.copyto(dst, src)
+        # After an odd pad, the picture's first row (column) shares its chroma block with the
+        # pad's last: subsample a picture one line larger there, that line its own edge's copy.
+        top, left = lb.pad_y & 1, lb.pad_x & 1
+        grown = cv2.copyMakeBorder(self._rgb, top, 0, left, 0, cv2.BORDER_REPLICATE)
+        planes = i420_planes(rgb_to_i420(cast(U8, grown)), rh + top, rw + left)
+        y, u, v = self._plane_windows(self.i420, lb)
+        np.copyto(y, planes[0][top:, left:])
+        np.copyto(u, planes[1])
+        np.copyto(v, planes[2])
         return lb
 
     def fill_i420(self, y: U8, u: U8, v: U8, colour: Colour | None = None) -> Letterbox:
@@ -160,16 +168,30 @@ class LetterboxBuffer:
         h, w = y.shape
         lb = self.geometry(w, h)
         self.colour = colour or Colour()
-        if self.i420 is not None:
-            for src, dst in zip((y, u, v), self._plane_windows(self.i420, lb), strict=True):
-                area_resize(src, dst)
-            return lb
         rw, rh = lb.resized_width, lb.resized_height
+        if self.i420 is not None:
+            y_dst, u_dst, v_dst = self._plane_windows(self.i420, lb)
+            area_resize(y, y_dst)
+            if not (lb.pad_x & 1 or lb.pad_y & 1):
+                area_resize(u, u_dst)
+                area_resize(v, v_dst)
+                return lb
+            self._chroma = _scratch_of(self._chroma, chroma_size(rh, rw))
+            for src, dst in ((u, u_dst), (v, v_dst)):
+                area_resize(src, self._chroma)
+                resite_chroma(self._chroma, dst, lb.pad_y & 1, lb.pad_x & 1)
+            return lb
         ew, eh = rw + (rw & 1), rh + (rh & 1)  # 4:2:0 needs even sizes
         self._i420 = _scratch_of(self._i420, (eh * 3 // 2, ew))
         flat = self._i420.reshape(-1)
-        for src, dst in zip((y, u, v), i420_planes(flat, eh, ew), strict=True):
-            area_resize(src, dst)
+        y_dst, u_dst, v_dst = i420_planes(flat, eh, ew)
+        # The luma at the picture's own size (its edge repeated to the even size), so the
+        # picture is not stretched by a row or a column; the chroma is ceil(size / 2) either way.
+        area_resize(y, y_dst[:rh, :rw])
+        y_dst[rh:, :rw] = y_dst[rh - 1 : rh, :rw]
+        y_dst[:, rw:] = y_dst[:, rw - 1 : rw]
+        area_resize(u, u_dst)
+        area_resize(v, v_dst)
         window = self._window(lb)
         if self.colour != Colour():
             np.copyto(window, i420_to_rgb(flat, eh, ew, self.colour)[:rh, :rw])
@@ -185,6 +207,26 @@ class LetterboxBuffer:
     def _to_layout(self) -> None:
         if self.chw is not None:
             np.copyto(self.chw, self.hwc.transpose(2, 0, 1))
+
+
+def resite_chroma(chroma: U8, dst: U8, down: int, right: int) -> None:
+    """Write a picture's chroma plane into `dst`: a canvas's, where the picture starts odd.
+
+    `down` (`right`) is 1 when the picture starts at an odd row (column) of the canvas.
+    Sample k of `chroma` covers picture rows 2k and 2k + 1; the canvas's block k covers picture
+    rows 2k - 1 and 2k, so it takes the mean of samples k - 1 and k (the edge sample repeated
+    past either end): the picture's chroma at the canvas's siting, half a sample over.
+    """
+    wide = chroma.astype(np.uint16)
+    if down:
+        wide = np.concatenate([wide[:1], wide, wide[-1:]], axis=0)
+        wide = wide[:-1] + wide[1:]
+    if right:
+        wide = np.concatenate([wide[:, :1], wide, wide[:, -1:]], axis=1)
+        wide = wide[:, :-1] + wide[:, 1:]
+    shift = down + right  # each resited axis summed two samples
+    rounded = (wide + (1 << shift >> 1)) >> shift
+    dst[:] = rounded[: dst.shape[0], : dst.shape[1]]
 
 
 def _scratch_of(held: U8 | None, shape: tuple[int, ...]) -> U8:

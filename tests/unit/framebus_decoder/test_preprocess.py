@@ -4,13 +4,21 @@ import pytest
 
 from framebus.letterbox import PAD_VALUE
 from framebus.messages import ColourMatrix, ColourRange, TensorLayout
-from framebus.pixels import Colour, FrameFormat, i420_nbytes, i420_planes, i420_to_rgb
+from framebus.pixels import (
+    Colour,
+    FrameFormat,
+    i420_nbytes,
+    i420_planes,
+    i420_to_rgb,
+    rgb_to_i420,
+)
 from framebus_decoder.preprocess import (
     AREA_SCRATCH_BYTES,
     PAD_LUMA,
     LetterboxBuffer,
     area_resize,
     plane,
+    resite_chroma,
 )
 
 
@@ -120,32 +128,56 @@ def test_letterbox_when_i420_buffer_then_planes_convert_to_the_rgb_buffer(
     lb, ref_lb = yuv.fill_i420(y, u, v), ref.fill_i420(y, u, v)
     assert yuv.tensor.size == i420_nbytes(dst, dst)
     assert (yuv.shape, yuv.layout) == ((dst, dst), TensorLayout.CHW)
-    # Same scale and size; pads rounded down to even, so chroma blocks never straddle the edge.
-    assert (lb.pad_x, lb.pad_y) == (ref_lb.pad_x & ~1, ref_lb.pad_y & ~1)
-    assert (lb.scale, lb.resized_width, lb.resized_height) == (
-        ref_lb.scale,
-        ref_lb.resized_width,
-        ref_lb.resized_height,
-    )
+    # The same letterbox to the pixel, odd pads included (641 x 359: 141 rows; 333: 73 rows).
+    assert lb == ref_lb
     rgb = as_rgb(yuv)
     window = rgb[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width]
     ref_window = ref.hwc[
-        ref_lb.pad_y : ref_lb.pad_y + lb.resized_height,
-        ref_lb.pad_x : ref_lb.pad_x + lb.resized_width,
+        lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width
     ]
     assert np.abs(window.astype(int) - ref_window).mean() < 1.0
-    # The pad is today's grey, exactly, above and below the picture.
-    assert (rgb[: lb.pad_y] == PAD_VALUE).all()
+    # The luma plane is the frame's, resized, exactly where the RGB buffer has its picture.
+    y_plane = i420_planes(yuv.tensor, dst, dst)[0]
+    resized = cv2.resize(y, (lb.resized_width, lb.resized_height), interpolation=cv2.INTER_AREA)
+    assert (
+        y_plane[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x :][:, : lb.resized_width]
+        == resized
+    ).all()
+    # The pad is today's grey, exactly, above and below the picture, but for a pad line that
+    # shares its chroma block with the picture.
+    assert (rgb[: lb.pad_y & ~1] == PAD_VALUE).all()
     assert (rgb[lb.pad_y + lb.resized_height + 1 :] == PAD_VALUE).all()
 
 
-def test_letterbox_when_i420_buffer_filled_from_rgb_then_bt601_limited_planes() -> None:
-    rgb = scene(640, 360)
-    yuv, ref = LetterboxBuffer(320, 320, fmt=FrameFormat.I420), LetterboxBuffer(320, 320)
+@pytest.mark.parametrize(("w", "h", "dst"), [(640, 360, 320), (1352, 900, 640), (900, 1352, 640)])
+def test_letterbox_when_i420_buffer_filled_from_rgb_then_bt601_limited_planes(
+    w: int, h: int, dst: int
+) -> None:
+    rgb = scene(w, h)
+    yuv, ref = LetterboxBuffer(dst, dst, fmt=FrameFormat.I420), LetterboxBuffer(dst, dst)
     lb = yuv.fill_rgb(rgb)
-    assert lb == ref.fill_rgb(rgb)  # 640 x 360 into 320: even pads already
+    assert lb == ref.fill_rgb(rgb)  # 1352 x 900: 107 rows above, odd, as in RGB
     assert yuv.colour == Colour()
     assert np.abs(as_rgb(yuv).astype(int) - ref.hwc).mean() < 3.0
+    # Its luma is the RGB buffer's, at the same place (both BT.601 limited).
+    ref_y = i420_planes(rgb_to_i420(ref.hwc), dst, dst)[0]
+    assert (i420_planes(yuv.tensor, dst, dst)[0] == ref_y).all()
+
+
+@pytest.mark.parametrize(("down", "right"), [(1, 0), (0, 1), (1, 1)])
+def test_resite_chroma_when_odd_start_then_each_block_is_the_mean_of_the_samples_it_covers(
+    down: int, right: int
+) -> None:
+    chroma = np.array([[10, 20, 30], [50, 60, 70]], np.uint8)  # a 3 x 4 or 4 x 5 picture's
+    # Every picture pixel's own chroma, as an RGB conversion repeats it, on a canvas where the
+    # picture starts one row down / one column right; each 2 x 2 block of it, averaged.
+    full = np.repeat(np.repeat(chroma.astype(float), 2, 0), 2, 1)
+    full = np.pad(full, ((down, 1), (right, 1)), mode="edge")
+    rows, cols = (full.shape[0]) // 2, (full.shape[1]) // 2
+    blocks = full[: 2 * rows, : 2 * cols].reshape(rows, 2, cols, 2).mean(axis=(1, 3))
+    dst = np.zeros((2 + down, 3 + right), np.uint8)
+    resite_chroma(chroma, dst, down, right)
+    assert np.abs(dst - blocks[: dst.shape[0], : dst.shape[1]]).max() <= 0.5
 
 
 def test_letterbox_when_rgb_buffer_and_bt709_source_then_converted_with_bt709() -> None:
@@ -169,3 +201,20 @@ def test_letterbox_when_i420_source_size_changes_then_pad_repainted_grey() -> No
     assert (as_rgb(buf)[: lb.pad_y] == PAD_VALUE).all()
     y, u, v = i420_planes(buf.tensor, 320, 320)
     assert (y[: lb.pad_y] == PAD_LUMA).all() and (u[: lb.pad_y // 2] == 128).all()
+
+
+@pytest.mark.parametrize(("w", "h", "dst"), [(1280, 720, 333), (774, 512, 640)])
+def test_letterbox_when_rgb_buffer_and_odd_picture_size_then_planes_not_stretched(
+    w: int, h: int, dst: int
+) -> None:
+    # Grey stripes (U = V = 128): the RGB picture is the resized luma, level for level.
+    y = np.repeat(np.where(np.arange(h) % 16 < 8, 40, 220).astype(np.uint8)[:, None], w, 1)
+    y[:, : w // 3] = 128  # a grey band, so some columns carry no edge at all
+    u = v = np.full(((h + 1) // 2, (w + 1) // 2), 128, np.uint8)
+    buf = LetterboxBuffer(dst, dst)
+    lb = buf.fill_i420(y, u, v)
+    assert lb.resized_height % 2 == 1  # 187 and 423 rows: the even scratch is one row taller
+    resized = cv2.resize(y, (lb.resized_width, lb.resized_height), interpolation=cv2.INTER_AREA)
+    expected = np.clip((resized.astype(float) - 16) * 255 / 219, 0, 255)
+    window = buf.hwc[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x :][:, : lb.resized_width]
+    assert np.abs(window[:, :, 1] - expected).max() <= 1.5

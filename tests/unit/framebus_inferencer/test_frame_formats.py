@@ -147,5 +147,5 @@ def test_engine_when_odd_input_size_then_i420_frames_of_the_decoder_give_the_rgb
         found.append([(b.x1, b.y1, b.x2, b.y2) for b in boxes_of(det, frame, ("square", "o"))])
     rgb, i420 = found
     assert len(rgb) == len(i420) == 1, (rgb, i420)
-    # The even pads of I420 (the record carries them) move nothing: a model pixel would be 3.1.
+    # Both formats letterbox to the same place (odd pads included): a model pixel would be 3.1.
     assert np.allclose(rgb, i420, atol=1.0)
