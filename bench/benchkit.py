@@ -98,6 +98,14 @@ def parser_for(doc: str | None) -> argparse.ArgumentParser:
     )
 
 
+def runs_from_command_line(doc: str | None, default: int = 9) -> int:
+    """`--runs` (timings per figure, their median) of a benchmark that takes nothing else."""
+    parser = parser_for(doc)
+    parser.add_argument("--runs", type=int, default=default, help="timings per figure (median)")
+    runs: int = parser.parse_args().runs
+    return runs
+
+
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     """--bootstrap, defaulting to FRAMEBUS_BOOTSTRAP_SERVERS or the test broker."""
     parser.add_argument(
