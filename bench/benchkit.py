@@ -98,6 +98,14 @@ def parser_for(doc: str | None) -> argparse.ArgumentParser:
     )
 
 
+def runs_from_command_line(doc: str | None, default: int = 9) -> int:
+    """`--runs` (timings per figure, their median) of a benchmark that takes nothing else."""
+    parser = parser_for(doc)
+    parser.add_argument("--runs", type=int, default=default, help="timings per figure (median)")
+    runs: int = parser.parse_args().runs
+    return runs
+
+
 def add_bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     """--bootstrap, defaulting to FRAMEBUS_BOOTSTRAP_SERVERS or the test broker."""
     parser.add_argument(
@@ -415,6 +423,8 @@ def inferencer_env(
         # The frames were captured seconds before the drain: measure throughput, not staleness.
         "FRAMEBUS_MAX_FRAME_AGE_MS": "600000",
         "FRAMEBUS_STOP_AFTER_IDLE_S": "3",
+        # `fill_frames` writes RGB records: a graph that takes them as they are.
+        "FRAMEBUS_FRAME_FORMAT": "rgb",
         "FRAMEBUS_PROVIDERS": "cpu",
         # As with a GPU provider (what `auto` does there): the engine's CPU threads do not spin
         # between runs, so the cores stay with Kafka and the pipeline's other stages.

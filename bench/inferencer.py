@@ -38,6 +38,7 @@ from bench.benchkit import (
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Detections, Frame, FrameStatus, TensorLayout
+from framebus.pixels import FrameFormat
 from framebus.topology import TopicSettings
 from framebus_inferencer import service
 from framebus_inferencer.postprocess import Decoder
@@ -123,6 +124,7 @@ def framebus_drain(
         max_batch=batch,
         max_wait_ms=5,
         stop_after_idle_s=1.0,
+        frame_format=FrameFormat.RGB,  # the records `produce_frames` writes
     )
     stats = InferencerStats()
     stop = threading.Event()

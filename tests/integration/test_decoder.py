@@ -7,6 +7,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import yaml
 
 from framebus.codec import FrameCodec
 from framebus.kafka.settings import KafkaSettings
-from framebus.messages import Frame
+from framebus.letterbox import letterbox_window
+from framebus.messages import ColourMatrix, ColourRange, Frame
+from framebus.pixels import FrameFormat
 from framebus_decoder import service
 from framebus_decoder.settings import BackpressurePolicy, DecoderSettings
 from framebus_decoder.stats import CameraState, DecoderStats
@@ -69,17 +72,25 @@ def per_second(pts: list[float]) -> list[int]:
     return [counts[s] for s in range(int(max(pts)) + 1)]
 
 
+@pytest.mark.parametrize(
+    ("fmt", "shape", "tensor_bytes"),
+    [(FrameFormat.I420, (640, 640), 614_400), (FrameFormat.RGB, (640, 640, 3), 1_228_800)],
+    ids=["i420", "rgb"],
+)
 def test_decoder_when_25fps_file_at_target_5_then_5_per_second_of_video_time(
-    kafka: KafkaSettings, topics: TopicFactory, small_video: Path
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    small_video: Path,
+    fmt: FrameFormat,
+    shape: tuple[int, ...],
+    tensor_bytes: int,
 ) -> None:
     names = topics()
     stats = DecoderStats()
-    code = service.run(
-        DecoderSettings(
-            kafka=kafka, topics=names, camera_id="c", camera_url=str(small_video), target_fps=5
-        ),
-        stats=stats,
+    settings = DecoderSettings(
+        kafka=kafka, topics=names, camera_id="c", camera_url=str(small_video), target_fps=5
     )
+    code = service.run(replace(settings, frame_format=fmt), stats=stats)
     assert code == 0
     frames = decode_frames(kafka, names.frames_topic, 20, settle_s=1.0)
     assert [f.seq for f in frames] == list(range(len(frames)))
@@ -89,13 +100,15 @@ def test_decoder_when_25fps_file_at_target_5_then_5_per_second_of_video_time(
     assert snap.count("sampled_out") == 100 - len(frames)
     assert snap.count("delivered") == len(frames)
     f = frames[0]
-    assert (f.orig_width, f.orig_height, f.shape, f.pad_x, f.pad_y) == (
-        640,
-        360,
-        (640, 640, 3),
-        0,
-        140,
-    )
+    assert (f.orig_width, f.orig_height, f.shape, f.pad_x, f.pad_y) == (640, 360, shape, 0, 140)
+    assert (f.pixel_format, len(f.tensor)) == (fmt.pixel_format, tensor_bytes)
+    # The clip says nothing of its colours: BT.601, limited range, as the RGB path assumed.
+    assert (f.colour_matrix, f.colour_range) == (ColourMatrix.BT601, ColourRange.LIMITED)
+    # The picture survives either way: a bright 60 x 60 square on a dark ground, all grey.
+    window = letterbox_window(f).astype(int)
+    assert window.shape == (360, 640, 3)
+    assert abs(np.count_nonzero(window.mean(axis=2) > 128) - 60 * 60) < 300
+    assert np.abs(window - window.mean(axis=2, keepdims=True)).max() <= 4
 
 
 def test_decoder_when_variable_frame_rate_file_then_samples_by_time_not_count(

@@ -2,12 +2,12 @@
 
 Pure arithmetic shared by the decoder (forward map, when it resizes) and the inferencer (inverse
 map, when it turns model-space boxes back into original pixels); `letterbox_window` cuts the
-picture back out of a frame record for whoever shows it (`framebus render`, `framebus live`).
+picture back out of a frame record, as RGB whatever its pixel format, for whoever shows it
+(`framebus render`, `framebus live`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +15,8 @@ import numpy.typing as npt
 
 from framebus.compression import decompress
 from framebus.errors import CodecError
-from framebus.messages import Frame, TensorLayout
+from framebus.messages import Frame, PixelFormat, TensorLayout
+from framebus.pixels import Colour, frame_nbytes, i420_to_rgb
 
 PAD_VALUE = 114  # grey used by the YOLO family for padding; the models are trained with it
 
@@ -72,20 +73,13 @@ def boxes_to_original(
 
 
 def letterbox_window(frame: Frame) -> npt.NDArray[np.uint8]:
-    """The picture inside a frame's letterbox (HWC uint8, model-input pixels): padding cut off.
+    """The picture inside a frame's letterbox (HWC uint8 RGB, model-input pixels): padding cut off.
 
     It covers the whole original frame, so original pixel x maps to x * width / orig_width of it.
-    CodecError when the tensor does not match the record's shape.
+    An I420 frame is converted to RGB first (`framebus.pixels`). CodecError when the tensor does
+    not match the record's shape, or the record's pixel format or colours are unknown here.
     """
-    raw = decompress(frame.compression, frame.tensor, max_bytes=math.prod(frame.shape))
-    if frame.dtype != "uint8" or len(raw) != math.prod(frame.shape) or len(frame.shape) != 3:
-        raise CodecError(
-            f"frame {frame.camera_id}#{frame.seq}: tensor of {len(raw)} B does not match "
-            f"shape {frame.shape} {frame.dtype}"
-        )
-    tensor = np.frombuffer(raw, np.uint8).reshape(frame.shape)
-    if frame.layout is TensorLayout.CHW:
-        tensor = tensor.transpose(1, 2, 0)
+    tensor = frame_rgb(frame)
     in_h, in_w = tensor.shape[:2]
     # The decoder resized to round(orig * scale) and centred it with pad_x/pad_y on the left/top.
     w = min(in_w - frame.pad_x, round(frame.orig_width * frame.scale))
@@ -93,3 +87,28 @@ def letterbox_window(frame: Frame) -> npt.NDArray[np.uint8]:
     if w <= 0 or h <= 0 or frame.pad_x < 0 or frame.pad_y < 0:
         raise CodecError(f"frame {frame.camera_id}#{frame.seq}: letterbox outside its tensor")
     return tensor[frame.pad_y : frame.pad_y + h, frame.pad_x : frame.pad_x + w]
+
+
+def frame_rgb(frame: Frame) -> npt.NDArray[np.uint8]:
+    """A frame's whole tensor as (H, W, 3) RGB: a view of an RGB frame, a new array for I420."""
+    fmt, shape, where = frame.pixel_format, frame.shape, f"frame {frame.camera_id}#{frame.seq}"
+    if fmt is PixelFormat.I420 and len(shape) == 2:
+        height, width = shape
+    elif fmt is PixelFormat.RGB and len(shape) == 3:
+        height, width = shape[1:] if frame.layout is TensorLayout.CHW else shape[:2]
+    else:
+        raise CodecError(f"{where}: an {fmt.name} frame of shape {shape} is no picture")
+    expected = frame_nbytes(fmt, height, width)
+    raw = decompress(frame.compression, frame.tensor, max_bytes=expected)
+    if frame.dtype != "uint8" or len(raw) != expected:
+        raise CodecError(
+            f"{where}: tensor of {len(raw)} B does not match shape {shape} {frame.dtype} {fmt.name}"
+        )
+    flat = np.frombuffer(raw, np.uint8)
+    if fmt is PixelFormat.I420:
+        try:
+            return i420_to_rgb(flat, height, width, Colour.of(frame))
+        except ValueError as exc:  # a matrix or range of a later release
+            raise CodecError(f"{where}: {exc}") from exc
+    tensor = flat.reshape(shape)
+    return tensor.transpose(1, 2, 0) if frame.layout is TensorLayout.CHW else tensor

@@ -21,6 +21,32 @@ class Compression(enum.Enum):
     ZSTD = "zstd"
 
 
+class PixelFormat(enum.Enum):
+    """How a frame tensor's bytes are pixels (`framebus.pixels` has the layouts)."""
+
+    # The Avro enum's default: a format added by a later release, read through that release's
+    # schema, becomes UNKNOWN and is dead-lettered rather than read as some other format.
+    UNKNOWN = "unknown"
+    RGB = "rgb"  # interleaved or planar RGB, as `layout` says
+    I420 = "i420"  # YUV 4:2:0: the Y plane, then the U and V planes at half size
+
+
+class ColourMatrix(enum.Enum):
+    """The YUV <-> RGB matrix of a frame's source (ITU-R BT.601 or BT.709)."""
+
+    UNKNOWN = "unknown"  # a matrix added by a later release (see PixelFormat.UNKNOWN)
+    BT601 = "bt601"
+    BT709 = "bt709"
+
+
+class ColourRange(enum.Enum):
+    """The code range of a frame's YUV: limited (Y 16..235, "TV") or full (0..255, "JPEG")."""
+
+    UNKNOWN = "unknown"  # a range added by a later release (see PixelFormat.UNKNOWN)
+    LIMITED = "limited"
+    FULL = "full"
+
+
 class FrameStatus(enum.Enum):
     """What became of a frame in the inferencer."""
 
@@ -47,6 +73,9 @@ class Frame:
     compression: Compression = Compression.NONE
     dtype: str = "uint8"
     pts_s: float | None = None
+    pixel_format: PixelFormat = PixelFormat.RGB
+    colour_matrix: ColourMatrix = ColourMatrix.BT601
+    colour_range: ColourRange = ColourRange.LIMITED
 
 
 @dataclass(frozen=True)

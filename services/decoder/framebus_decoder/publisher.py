@@ -20,7 +20,8 @@ from opentelemetry.trace import SpanKind
 from framebus.errors import KafkaError
 from framebus.kafka.producer import Producer, ProducerQueueFullError
 from framebus.letterbox import Letterbox
-from framebus.messages import Compression, TensorLayout
+from framebus.messages import Compression, PixelFormat, TensorLayout
+from framebus.pixels import DEFAULT_COLOUR, Colour
 from framebus.telemetry.tracing import inject_headers, tracer
 from framebus_decoder.pending import PendingQueue, PutResult
 from framebus_decoder.settings import BackpressurePolicy
@@ -44,6 +45,8 @@ class PendingFrame:
     compression: Compression
     tensor: bytes | memoryview
     release: Callable[[], None]
+    pixel_format: PixelFormat = PixelFormat.RGB
+    colour: Colour = DEFAULT_COLOUR
 
 
 class FramePublisher:
@@ -134,6 +137,8 @@ class FramePublisher:
                 orig_height=frame.orig_size[1],
                 shape=frame.shape,
                 layout=frame.layout,
+                pixel_format=frame.pixel_format,
+                colour=frame.colour,
                 scale=frame.letterbox.scale,
                 pad_x=frame.letterbox.pad_x,
                 pad_y=frame.letterbox.pad_y,

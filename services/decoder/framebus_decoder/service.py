@@ -43,6 +43,7 @@ def worker_config(settings: DecoderSettings) -> WorkerConfig:
         input_width=settings.input_width,
         input_height=settings.input_height,
         layout=TensorLayout.HWC,
+        frame_format=settings.frame_format,
         compression=settings.compression,
         source=SourceOptions(
             open_timeout_s=settings.open_timeout_s,

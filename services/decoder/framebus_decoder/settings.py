@@ -8,6 +8,7 @@ from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression
+from framebus.pixels import DEFAULT_FRAME_FORMAT, FrameFormat
 from framebus.settings import (
     check,
     check_run_settings,
@@ -65,6 +66,11 @@ class DecoderSettings:
     )
     input_width: int = setting(640, "Model input width in pixels; frames are letterboxed to it.")
     input_height: int = setting(640, "Model input height in pixels.")
+    frame_format: FrameFormat = setting(
+        DEFAULT_FRAME_FORMAT,
+        "Pixels on the wire: i420 (YUV 4:2:0, 1.5 bytes a pixel, converted to RGB inside the "
+        "inferencer's model graph) or rgb (3 bytes a pixel, converted here); docs/decoder.md.",
+    )
     compression: Compression = setting(Compression.NONE, "Compression of the tensor bytes.")
     loop: bool = setting(False, "Restart file sources at their end (demos, load tests).")
     realtime: bool = setting(
@@ -103,7 +109,8 @@ class DecoderSettings:
     )
     producer_queue_kbytes: int = setting(
         64 * 1024,
-        "Kafka producer's local queue in KiB (64 MiB = ~50 frames of 640x640x3) before "
+        "Kafka producer's local queue in KiB (64 MiB = ~50 frames of 640x640x3, ~100 in I420) "
+        "before "
         "backpressure starts.",
     )
     drain_timeout_s: float = setting(

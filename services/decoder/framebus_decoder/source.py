@@ -16,6 +16,8 @@ import av
 
 from framebus.errors import SourceError
 from framebus.letterbox import Letterbox
+from framebus.messages import ColourMatrix, ColourRange
+from framebus.pixels import Colour, FrameFormat
 from framebus_decoder.cameras import Camera
 from framebus_decoder.preprocess import LetterboxBuffer, plane
 from framebus_decoder.settings import DecodeThreading
@@ -27,6 +29,10 @@ UNSUPPORTED_CODEC = "unsupported_codec"
 DECODE_ERROR = "decode_error"
 STALL = "stall"
 ENDED = "ended"
+# FFmpeg's AVColorSpace and AVColorRange codes, as PyAV's VideoFrame reports them.
+AVCOL_SPC_BT709 = 1
+AVCOL_RANGE_MPEG = 1
+AVCOL_RANGE_JPEG = 2
 
 
 class SourceFailure(SourceError):
@@ -136,8 +142,13 @@ class VideoSource:
 
 
 def letterbox_frame(frame: Any, buffer: LetterboxBuffer) -> Letterbox:
-    """Letterbox a decoded av.VideoFrame into `buffer`: YUV planes when 4:2:0, else via RGB."""
-    if frame.format.name == "yuv420p":
+    """Letterbox a decoded av.VideoFrame into `buffer`: its planes when 4:2:0, else via RGB.
+
+    An I420 buffer takes full-range 4:2:0 (yuvj420p: JPEG, MJPEG cameras) as planes too, its
+    range in the record; an RGB buffer leaves that to FFmpeg's RGB conversion, as before.
+    """
+    name = frame.format.name
+    if name == "yuv420p" or (name == "yuvj420p" and buffer.format is FrameFormat.I420):
         h, w = frame.height, frame.width
         p = frame.planes
         ch, cw = (h + 1) // 2, (w + 1) // 2
@@ -145,5 +156,20 @@ def letterbox_frame(frame: Any, buffer: LetterboxBuffer) -> Letterbox:
             plane(p[0], h, w, p[0].line_size),
             plane(p[1], ch, cw, p[1].line_size),
             plane(p[2], ch, cw, p[2].line_size),
+            stream_colour(frame.colorspace, frame.color_range, name),
         )
     return buffer.fill_rgb(frame.to_ndarray(format="rgb24"))
+
+
+def stream_colour(colorspace: int, color_range: int, pixel_format: str) -> Colour:
+    """A decoded frame's matrix and range from FFmpeg's codes; framebus's default where unsaid.
+
+    BT.709 when the stream says so, else BT.601 (what it says for SD, and the default: BT.2020
+    and the rarer matrices are read as BT.601 too). Full range when it says JPEG range or the
+    pixel format is a `yuvj` one, else limited.
+    """
+    matrix = ColourMatrix.BT709 if colorspace == AVCOL_SPC_BT709 else ColourMatrix.BT601
+    full = color_range == AVCOL_RANGE_JPEG or (
+        color_range != AVCOL_RANGE_MPEG and pixel_format.startswith("yuvj")
+    )
+    return Colour(matrix, ColourRange.FULL if full else ColourRange.LIMITED)

@@ -15,7 +15,8 @@ from typing import Any
 import fastavro
 
 from framebus.codec import MAGIC, load_schema, parse_plain, schema_fingerprint
-from framebus.messages import Compression, TensorLayout
+from framebus.messages import Compression, PixelFormat, TensorLayout
+from framebus.pixels import DEFAULT_COLOUR, Colour
 
 
 def zigzag_varint(n: int) -> bytes:
@@ -57,6 +58,8 @@ class FrameEncoder:
         pad_y: int,
         compression: Compression,
         tensor: bytes | memoryview,
+        pixel_format: PixelFormat = PixelFormat.RGB,
+        colour: Colour = DEFAULT_COLOUR,
     ) -> bytes:
         """One frame record; `tensor` is any contiguous buffer (copied once, here)."""
         record: dict[str, Any] = {
@@ -73,6 +76,9 @@ class FrameEncoder:
             "pad_x": pad_x,
             "pad_y": pad_y,
             "compression": compression.name,
+            "pixel_format": pixel_format.name,
+            "colour_matrix": colour.matrix.name,
+            "colour_range": colour.range.name,
         }
         out = io.BytesIO()
         fastavro.schemaless_writer(out, self._head, record)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from framebus.compression import compress
 from framebus.messages import Compression, TensorLayout
+from framebus.pixels import FrameFormat
 from framebus_decoder.cameras import Camera
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
@@ -36,6 +37,7 @@ class WorkerConfig:
     input_width: int
     input_height: int
     layout: TensorLayout
+    frame_format: FrameFormat
     compression: Compression
     source: SourceOptions
     stall_timeout_s: float
@@ -72,7 +74,11 @@ class CameraWorker:
         self._service_stop = stop
         self._pool: queue.SimpleQueue[LetterboxBuffer] = queue.SimpleQueue()
         for _ in range(config.buffers if config.compression is Compression.NONE else 1):
-            self._pool.put(LetterboxBuffer(config.input_width, config.input_height, config.layout))
+            self._pool.put(
+                LetterboxBuffer(
+                    config.input_width, config.input_height, config.layout, config.frame_format
+                )
+            )
         self._handed = 0
         # A file decoded as fast as possible is a batch job: it waits for the producer rather
         # than drop frames, so what it publishes does not depend on the machine's speed.
@@ -192,6 +198,8 @@ class CameraWorker:
             letterbox=lb,
             shape=buffer.shape,
             layout=buffer.layout,
+            pixel_format=buffer.format.pixel_format,
+            colour=buffer.colour,
             compression=self._cfg.compression,
             tensor=tensor,
             release=release,

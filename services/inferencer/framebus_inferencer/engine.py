@@ -27,6 +27,7 @@ import numpy.typing as npt
 import onnx
 
 from framebus.errors import ModelError
+from framebus.messages import Frame
 from framebus_inferencer.fallback import ProviderMismatch
 from framebus_inferencer.graph import InputSpec
 from framebus_inferencer.model import ModelInfo, static_batch_note
@@ -109,6 +110,13 @@ class Engine:
         self.warmed_up = False
         if static:
             log.warning(static_batch_note(self.info, self.options.max_batch))
+        if self.options.frame_format.pixel_format is not self.info.input.pixel_format:
+            log.warning(
+                "model %s takes uint8 NHWC itself, so its graph gets no I420 input step: I420 "
+                "frames are converted to RGB on the host (FRAMEBUS_FRAME_FORMAT=rgb for its "
+                "decoders saves that)",
+                self.info.name,
+            )
 
     def _limit_words(self) -> str:
         limit = self.memory_limit
@@ -214,8 +222,15 @@ class Engine:
             with contextlib.suppress(Exception):
                 take_profile(self.session)
 
-    def infer(self, frames: Sequence[bytes | npt.NDArray[np.uint8]]) -> list[npt.NDArray[Any]]:
-        """Infer a batch of (H, W, 3) uint8 frames; return the outputs of the padded bucket.
+    def infer(
+        self,
+        frames: Sequence[bytes | npt.NDArray[np.uint8]],
+        records: Sequence[Frame] | None = None,
+    ) -> list[npt.NDArray[Any]]:
+        """Infer a batch of uint8 frames; return the outputs of the padded bucket.
+
+        Each frame is in the pixel format and colour of its record in `records` (without
+        records: in the format the input takes, `info.input.pixel_format`; (H, W, 3) for RGB).
 
         With a static batch B and more than B frames, the batch runs as calls of B frames whose
         outputs are gathered into arrays of at least n rows. The returned arrays are this thread's
@@ -226,11 +241,12 @@ class Engine:
             raise ValueError("empty batch")
         step = self.info.static_batch
         if step is None or n <= step:
-            return self._infer_bucket(frames)
+            return self._infer_bucket(frames, records)
         rows = -(-n // step) * step
         gathered: list[npt.NDArray[Any]] = []
         for start in range(0, n, step):
-            outputs = self._infer_bucket(frames[start : start + step])
+            part = None if records is None else records[start : start + step]
+            outputs = self._infer_bucket(frames[start : start + step], part)
             gathered = self._gather(gathered, outputs, start, rows)
         return gathered
 
@@ -284,11 +300,11 @@ class Engine:
         return self._run(slot, n)
 
     def _infer_bucket(
-        self, frames: Sequence[bytes | npt.NDArray[np.uint8]]
+        self, frames: Sequence[bytes | npt.NDArray[np.uint8]], records: Sequence[Frame] | None
     ) -> list[npt.NDArray[Any]]:
         n = len(frames)
         slot = self._slot(bucket_for(n, self.buckets))
-        slot.fill(frames)
+        slot.fill(frames, records)
         return self._run(slot, n)
 
     def _run(self, slot: InputSlot, n: int) -> list[npt.NDArray[Any]]:

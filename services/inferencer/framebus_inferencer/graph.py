@@ -14,6 +14,10 @@ reported in `InputSpec.batch`, and the engine runs such a model one static batch
 Height and width left dynamic (Ultralytics' `dynamic=True` makes batch, height and width dynamic)
 are pinned to one size: the frames' letterbox size when it is configured, else the size the
 model's `imgsz` metadata names; frames all come at one size, and TensorRT builds for one.
+
+With `frame_format` I420 the input is instead each frame's YUV 4:2:0 bytes and its colour code,
+converted to RGB inside the graph (`colourgraph.py`). A model that takes uint8 NHWC itself gets
+no prefix, so it stays RGB: the engine converts I420 frames for it on the host.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from framebus.errors import ModelError
+from framebus.messages import PixelFormat
+from framebus.pixels import FrameFormat
+from framebus_inferencer.colourgraph import i420_row_bytes, i420_to_float
 
 INTERNAL_SUFFIX = "__framebus_nchw"
 
@@ -38,7 +45,9 @@ class InputSpec:
     `dtype` is the element type the model computes in (`float32`, `float16`, or `uint8`);
     `planar`: the bound input is uint8 [N, C, H, W] (frames are split into planes as they are
     staged), else [N, H, W, C] (a model that takes uint8 NHWC itself); `to_float`: the prepended
-    conversion, `DequantizeLinear` or `Cast+Mul` (`none` for a uint8 model).
+    conversion, `DequantizeLinear` or `Cast+Mul` (`none` for a uint8 model, `I420` for the
+    colour conversion); `pixel_format`: what the bound input takes, RGB or I420 (frames of the
+    other format are converted on the host as they are staged).
     """
 
     name: str
@@ -49,10 +58,16 @@ class InputSpec:
     dtype: str = "float32"
     planar: bool = False
     to_float: str = "none"
+    pixel_format: PixelFormat = PixelFormat.RGB
 
     @property
-    def bound_shape(self) -> tuple[int, int, int]:
-        """One frame's shape in the bound input: (C, H, W) when planar, else (H, W, C)."""
+    def bound_shape(self) -> tuple[int, ...]:
+        """One frame's shape in the bound input: (C, H, W) when planar, else (H, W, C).
+
+        I420: (L + 1,), the frame's bytes and its colour code (`colourgraph.py`).
+        """
+        if self.pixel_format is PixelFormat.I420:
+            return (i420_row_bytes(self.height, self.width),)
         if self.planar:
             return (self.channels, self.height, self.width)
         return (self.height, self.width, self.channels)
@@ -153,9 +168,14 @@ def image_size(
 
 
 def prepend_uint8_input(
-    model: onnx.ModelProto, dequantize: bool = True, size: tuple[int, int] | None = None
+    model: onnx.ModelProto,
+    dequantize: bool = True,
+    size: tuple[int, int] | None = None,
+    frame_format: FrameFormat = FrameFormat.RGB,
 ) -> tuple[onnx.ModelProto, InputSpec]:
     """Return a copy of `model` whose input is uint8 [N, 3, H, W], plus that input's spec.
+
+    With `frame_format` I420 the input is uint8 [N, L + 1] of I420 frames (`colourgraph.py`).
 
     Dynamic H and W are pinned to `size` (height, width), else to the model's `imgsz` metadata.
     A model whose input is already uint8 NHWC is returned as it is (its H and W pinned). With `dequantize` the
@@ -196,13 +216,43 @@ def prepend_uint8_input(
     for o in graph.output:
         if o.name == name:
             raise ModelError(f"model input {name} is also an output; cannot rewrite it")
+    opset = _default_opset(model)
+    batch = dims[0]
+    dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
+    if frame_format is FrameFormat.I420:
+        to_float, inits = i420_to_float(name, internal, height, width, elem, opset)
+        graph.initializer.extend(inits)
+        bound: list[int | str] = [batch, i420_row_bytes(height, width)]
+        conversion = "I420"
+    else:
+        to_float = _rgb_to_float(graph, name, internal, elem, dequantize, opset)
+        bound = [batch, channels, height, width]
+        conversion = "+".join(n.op_type for n in to_float)
+    planar = frame_format is FrameFormat.RGB
+    spec = InputSpec(
+        name, height, width, channels, _static_batch(batch), dtype, planar, conversion,
+        frame_format.pixel_format,
+    )  # fmt: skip
+    nodes = to_float + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    new_input = helper.make_tensor_value_info(name, TensorProto.UINT8, bound)
+    idx = list(graph.input).index(inp)
+    graph.input.remove(graph.input[idx])
+    graph.input.insert(idx, new_input)
+    return out, spec
+
+
+def _rgb_to_float(
+    graph: onnx.GraphProto, name: str, internal: str, elem: int, dequantize: bool, opset: int
+) -> list[onnx.NodeProto]:
+    """uint8 [N, 3, H, W] to the model's float in 0..1: DequantizeLinear, or Cast then Mul."""
     scale_dtype = helper.tensor_dtype_to_np_dtype(elem)
     graph.initializer.append(
         numpy_helper.from_array(
             np.asarray(1.0 / 255.0, dtype=scale_dtype), name + "__framebus_scale"
         )
     )
-    opset = _default_opset(model)
     if dequantize and opset >= (19 if elem == TensorProto.FLOAT16 else 10):
         graph.initializer.append(
             numpy_helper.from_array(np.asarray(0, dtype=np.uint8), name + "__framebus_zero")
@@ -219,17 +269,4 @@ def prepend_uint8_input(
             helper.make_node("Cast", [name], [name + "__framebus_f"], to=elem),
             helper.make_node("Mul", [name + "__framebus_f", name + "__framebus_scale"], [internal]),
         ]
-    conversion = "+".join(n.op_type for n in to_float)
-    nodes = to_float + list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-    batch = dims[0]
-    new_input = helper.make_tensor_value_info(
-        name, TensorProto.UINT8, [batch, channels, height, width]
-    )
-    idx = list(graph.input).index(inp)
-    graph.input.remove(graph.input[idx])
-    graph.input.insert(idx, new_input)
-    dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
-    spec = InputSpec(name, height, width, channels, _static_batch(batch), dtype, True, conversion)
-    return out, spec
+    return to_float

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from framebus.pixels import FrameFormat
 from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider, Spinning
 
 GPU_PROVIDERS = frozenset({Provider.TENSORRT.ort_name, Provider.CUDA.ort_name})
@@ -33,6 +34,8 @@ class EngineOptions:
     intra_op_threads: int = 0
     intra_op_spinning: Spinning = Spinning.AUTO
     require_gpu: bool = False
+    # The frames the graph's input takes (an I420 input converts colour inside the graph).
+    frame_format: FrameFormat = FrameFormat.RGB
 
     @property
     def image_size(self) -> tuple[int, int] | None:

@@ -13,7 +13,8 @@ import numpy.typing as npt
 from framebus.kafka.deadletter import dead_letter_headers
 from framebus.kafka.protocol import MessageProto
 from framebus.letterbox import boxes_to_original
-from framebus.messages import Box, Detections, Frame, FrameStatus, TensorLayout
+from framebus.messages import Box, Detections, Frame, FrameStatus, PixelFormat, TensorLayout
+from framebus.pixels import Colour, colour_code, i420_nbytes
 from framebus_inferencer.postprocess import RawDetections, class_name
 
 
@@ -104,14 +105,30 @@ def dead_letter(msg: MessageProto, topic: str, reason: str, error_type: str) -> 
 def check_tensor(
     frame: Frame, tensor: npt.NDArray[np.uint8] | bytes, expected: tuple[int, int, int]
 ) -> str | None:
-    """Why a frame's tensor cannot be fed to the model, or None when it can."""
+    """Why a frame's tensor cannot be fed to the model, or None when it can.
+
+    `expected` is the model's (H, W, C): an RGB frame must be that, HWC; an I420 frame (H, W),
+    with a matrix and range this release converts.
+    """
     if frame.dtype != "uint8":
         return f"frame dtype {frame.dtype} is not uint8"
-    if frame.layout is not TensorLayout.HWC:
-        return f"frame layout {frame.layout.value} is not HWC"
-    if frame.shape != expected or len(tensor) != math.prod(expected):
+    fmt = frame.pixel_format
+    shape: tuple[int, ...]
+    if fmt is PixelFormat.RGB:
+        if frame.layout is not TensorLayout.HWC:
+            return f"frame layout {frame.layout.value} is not HWC"
+        shape, size = expected, math.prod(expected)
+    elif fmt is PixelFormat.I420:
+        try:
+            colour_code(Colour.of(frame))
+        except ValueError as exc:
+            return f"I420 frame: {exc}, a colour of a later release: upgrade the inferencer"
+        shape, size = expected[:2], i420_nbytes(*expected[:2])
+    else:
+        return f"pixel format {fmt.name}: a format of a later release: upgrade the inferencer"
+    if frame.shape != shape or len(tensor) != size:
         return (
             f"frame tensor shape {frame.shape} ({len(tensor)} B) does not match the model input "
-            f"{expected} (HWC); set the decoder's input size to the model's"
+            f"{shape} ({fmt.name}); set the decoder's input size to the model's"
         )
     return None

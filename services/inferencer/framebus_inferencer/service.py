@@ -44,6 +44,7 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
         intra_op_threads=settings.intra_op_threads,
         intra_op_spinning=settings.intra_op_spinning,
         require_gpu=settings.require_gpu,
+        frame_format=settings.frame_format,
     )
 
 
@@ -62,6 +63,7 @@ def build_engine(settings: InferencerSettings) -> Engine:
             "head": engine.info.head.value,
             "input": engine.info.input.exported_shape,
             "input_conversion": engine.info.input.to_float,
+            "frame_format": engine.info.input.pixel_format.value,
             "batch_mode": engine.info.batch_mode.value,
             "buckets": engine.buckets,
         },

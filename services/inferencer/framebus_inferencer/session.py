@@ -96,7 +96,10 @@ def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
     while True:
         _require_gpu(opts, remaining, found, skipped, available)
         spec_model, spec = prepend_uint8_input(
-            model, dequantize=not decisions(remaining)[0], size=opts.image_size
+            model,
+            dequantize=not decisions(remaining)[0],
+            size=opts.image_size,
+            frame_format=opts.frame_format,
         )
         raw = spec_model.SerializeToString()
         chain = _chain(opts, spec, remaining, engine_cache_key(raw, opts.trt_fp16))

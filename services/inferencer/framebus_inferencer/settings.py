@@ -8,6 +8,7 @@ from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, MAX_TRIM_THRESHOLD_BYTES
+from framebus.pixels import DEFAULT_FRAME_FORMAT, FrameFormat
 from framebus.settings import (
     check,
     check_run_settings,
@@ -92,6 +93,13 @@ class InferencerSettings:
     )
     input_height: int = setting(
         0, "Height the decoder letterboxes frames to; checked like input_width (0 = the model's)."
+    )
+    frame_format: FrameFormat = setting(
+        DEFAULT_FRAME_FORMAT,
+        "Pixels the model graph's input takes (the decoders' setting of the same name): i420 "
+        "converts colour inside the graph, on the device with a GPU provider; frames of the "
+        "other format are converted on the host, frame by frame (counted in "
+        "framebus_inferencer_frames_converted_on_host).",
     )
     consumer_group: str = setting("framebus-inferencer", "Kafka consumer group of the inferencers.")
     max_batch: int = setting(8, "A batch closes when it holds this many frames ...")

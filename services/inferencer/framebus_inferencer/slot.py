@@ -1,4 +1,10 @@
-"""A batch bucket's preallocated, IO-bound input and outputs (`Engine.input_slot` makes them)."""
+"""A batch bucket's preallocated, IO-bound input and outputs (`Engine.input_slot` makes them).
+
+A frame is written into its row of the input as the model's graph takes it: an RGB frame split
+into planes (or copied, for a uint8 NHWC model), an I420 frame copied with its colour code after
+it (`colourgraph.py`). A frame of the other format is converted on the host as it is written:
+the costly way, for while decoders and inferencers are switched from one format to the other.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
+from framebus.messages import Frame, PixelFormat
+from framebus.pixels import Colour, colour_code, i420_nbytes, i420_to_rgb, rgb_to_i420
 from framebus_inferencer.model import ModelInfo
 
 # Per bucket, the shape and dtype of each output, known once the bucket has run.
@@ -33,11 +41,14 @@ class InputSlot:
     ) -> None:
         self.bucket = bucket
         self.frame_shape = info.frame_shape
+        self.pixel_format = info.input.pixel_format
+        self._picture = i420_nbytes(info.input.height, info.input.width)
         self._output_names = info.output_names
         shape = (bucket, *info.input.bound_shape)
         self.staging: npt.NDArray[np.uint8] = touched(shape, np.dtype(np.uint8))
         # Per frame, its planes in `staging`: cv2.split writes into them in place.
-        self._planes = [list(row) for row in self.staging] if info.input.planar else None
+        planar = info.input.planar and self.pixel_format is PixelFormat.RGB
+        self._planes = [list(row) for row in self.staging] if planar else None
         if device[0] == "cpu":
             # Shares the numpy buffer: writing a frame into `staging` is writing the input.
             self.input = ort.OrtValue.ortvalue_from_numpy(self.staging)
@@ -52,16 +63,45 @@ class InputSlot:
         else:  # a bucket run before: bind its outputs now, their pages already written
             self._bind_outputs([touched(shape, dtype) for shape, dtype in known])
 
-    def fill(self, frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> None:
-        """Write `frames` (flat or (H, W, 3) uint8) into `staging`; zero the padding rows."""
+    def fill(
+        self,
+        frames: Sequence[bytes | memoryview | npt.NDArray[np.uint8]],
+        records: Sequence[Frame] | None = None,
+    ) -> None:
+        """Write `frames` into `staging`; zero the padding rows.
+
+        Each frame is flat or (H, W, 3) uint8, in the pixel format and colour its record says
+        (`records`, one per frame), or without records in the format the input takes.
+        """
         for i, frame in enumerate(frames):
             src = frame if isinstance(frame, np.ndarray) else np.frombuffer(frame, np.uint8)
-            if self._planes is None:
-                self.staging[i] = src.reshape(self.frame_shape)
+            record = None if records is None else records[i]
+            if record is None or record.pixel_format is self.pixel_format:
+                self._write(i, src, Colour() if record is None else Colour.of(record))
             else:
-                cv2.split(src.reshape(self.frame_shape), self._planes[i])
+                self._convert(i, src, Colour.of(record))
         if len(frames) < self.bucket:
             self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
+
+    def _write(self, i: int, src: npt.NDArray[np.uint8], colour: Colour) -> None:
+        """A frame in the format the input takes: copied, or split into planes."""
+        if self.pixel_format is PixelFormat.I420:
+            row = self.staging[i]
+            row[: self._picture] = src.reshape(-1)
+            row[self._picture] = colour_code(colour)
+        elif self._planes is None:
+            self.staging[i] = src.reshape(self.frame_shape)
+        else:
+            cv2.split(src.reshape(self.frame_shape), self._planes[i])
+
+    def _convert(self, i: int, src: npt.NDArray[np.uint8], colour: Colour) -> None:
+        """A frame in the other format: converted on the host with OpenCV, then written."""
+        h, w, _ = self.frame_shape
+        if self.pixel_format is PixelFormat.I420:  # an RGB frame
+            rgb_to_i420(src.reshape(self.frame_shape), self.staging[i, : self._picture])
+            self.staging[i, self._picture] = colour_code(Colour())
+        else:  # an I420 frame
+            self._write(i, i420_to_rgb(src.reshape(-1), h, w, colour), Colour())
 
     @property
     def nbytes(self) -> int:

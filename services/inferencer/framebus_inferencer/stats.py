@@ -159,6 +159,7 @@ class InferencerStats:
     batch_close_reasons: Counter[str] = field(default_factory=Counter)
     dead_letters: int = 0
     commit_window_waits: int = 0
+    converted_on_host_by_format: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     queue_wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
@@ -261,6 +262,11 @@ class InferencerStats:
         """Count one batch that waited for a commit before it could be delivered."""
         with self._lock:
             self.commit_window_waits += 1
+
+    def converted_on_host(self, pixel_format: str) -> None:
+        """Count one frame converted on the host to the pixel format the model graph takes."""
+        with self._lock:
+            self.converted_on_host_by_format[pixel_format] += 1
 
     def dead_letter(self) -> None:
         """Count one dead-lettered message."""

@@ -41,6 +41,13 @@ class StatsCollector:
         yield counters(f"{p}_batches", "Inferred batches by size", ["size"], s.batch_sizes)
         yield counters(f"{p}_errors", "Handled errors by kind", ["kind"], s.errors)
         yield counters(
+            f"{p}_frames_converted_on_host",
+            "Frames converted on the host: their pixel format is not the one the model graph "
+            "takes (FRAMEBUS_FRAME_FORMAT differs between decoders and inferencers)",
+            ["format"],
+            s.converted_on_host_by_format,
+        )
+        yield counters(
             f"{p}_frames_dropped",
             "Frames answered without inference, by reason (stale, failed)",
             ["reason"],

@@ -5,11 +5,14 @@ from __future__ import annotations
 from framebus.messages import (
     Alert,
     Box,
+    ColourMatrix,
+    ColourRange,
     Compression,
     CrossingDirection,
     Detections,
     Frame,
     FrameStatus,
+    PixelFormat,
     RuleType,
     TensorLayout,
     TrackedObject,
@@ -25,7 +28,7 @@ FRAME = Frame(
     capture_ts_us=1_700_000_000_123_456,
     orig_width=1920,
     orig_height=1080,
-    shape=(4, 2, 3),
+    shape=(4, 4),  # I420: a 4 x 4 Y plane, then 2 x 2 U and V planes
     layout=TensorLayout.CHW,
     scale=1 / 3,
     pad_x=1,
@@ -33,6 +36,9 @@ FRAME = Frame(
     tensor=bytes(range(24)),
     compression=Compression.ZSTD,
     pts_s=1.68,
+    pixel_format=PixelFormat.I420,
+    colour_matrix=ColourMatrix.BT709,
+    colour_range=ColourRange.FULL,
 )
 DETECTIONS = Detections(
     camera_id="cam-1",

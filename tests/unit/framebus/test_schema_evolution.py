@@ -10,6 +10,8 @@ release is simulated by a schemas folder whose schema adds a field with a defaul
 from __future__ import annotations
 
 import copy
+import dataclasses
+import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +31,15 @@ from framebus.codec import (
     released_versions,
 )
 from framebus.errors import UnknownSchemaError
-from framebus.messages import Alert, Detections, Frame, Tracks
+from framebus.messages import (
+    Alert,
+    ColourMatrix,
+    ColourRange,
+    Detections,
+    Frame,
+    PixelFormat,
+    Tracks,
+)
 from tests.unit.framebus.records import ALERT, DETECTIONS, FRAME, TRACKS
 
 # The field the simulated next release adds, with the default an old record reads as.
@@ -137,15 +147,21 @@ def test_frame_codec_decode_view_when_record_of_an_older_release_then_full_decod
     assert frame == FRAME
 
 
-@pytest.mark.parametrize(
-    ("name", "version"),
-    [(r.name, v.version) for r in RECORDS for v in released_versions(r.name)],
-)
+# Every released version of every record type, each against the current schema, both ways.
+RELEASED = [(r.name, v.version) for r in RECORDS for v in released_versions(r.name)]
+
+
+def released_case(name: str, version: int) -> tuple[Record, Any, Mapping[str, Any]]:
+    """The record type, this release's codec of it, and the released version's schema."""
+    (old,) = (v.schema for v in released_versions(name) if v.version == version)
+    return BY_NAME[name], BY_NAME[name].codec(), old
+
+
+@pytest.mark.parametrize(("name", "version"), RELEASED)
 def test_codec_when_record_written_with_a_released_version_then_current_codec_reads_it(
     name: str, version: int
 ) -> None:
-    rec, codec = BY_NAME[name], BY_NAME[name].codec()
-    (old,) = (v.schema for v in released_versions(name) if v.version == version)
+    rec, codec, old = released_case(name, version)
     written = codec._codec.decode(codec.encode(rec.sample))  # the sample as an Avro record
     data = SingleObjectCodec(old).encode(written)
     read = codec._codec.decode(data)
@@ -154,3 +170,55 @@ def test_codec_when_record_written_with_a_released_version_then_current_codec_re
         expected = written[field["name"]] if field["name"] in old_fields else field["default"]
         assert read[field["name"]] == expected, field["name"]
     codec.decode(data)  # and it becomes a domain value
+
+
+@pytest.mark.parametrize(("name", "version"), RELEASED)
+def test_codec_when_a_released_version_reads_a_record_of_the_current_schema_then_fields_equal(
+    name: str, version: int
+) -> None:
+    # The other way round: a reader of that release, handed the current schema, reads the
+    # current release's records, each field it knows as written.
+    rec, codec, old = released_case(name, version)
+    data = codec.encode(rec.sample)
+    written = codec._codec.decode(data)
+    read = SingleObjectCodec(old, older_schemas=[load_schema(name)]).decode(data)
+    assert read == {f["name"]: written[f["name"]] for f in old["fields"]}
+
+
+def test_frame_codec_when_record_of_frame_v1_then_read_as_rgb_bt601_limited() -> None:
+    (v1,) = (v.schema for v in released_versions("frame") if v.version == 1)
+    rgb = dataclasses.replace(
+        FRAME,
+        pixel_format=PixelFormat.RGB,
+        colour_matrix=ColourMatrix.BT601,
+        colour_range=ColourRange.LIMITED,
+    )
+    written = FrameCodec()._codec.decode(FrameCodec().encode(rgb))
+    old_fields = {f["name"] for f in v1["fields"]}
+    data = SingleObjectCodec(v1).encode({k: v for k, v in written.items() if k in old_fields})
+    assert FrameCodec().decode(data) == rgb
+    assert FrameCodec().decode_view(data) == rgb
+
+
+@pytest.mark.parametrize(
+    ("field", "symbol", "unknown"),
+    [
+        ("pixel_format", "NV12", PixelFormat.UNKNOWN),
+        ("colour_matrix", "BT2020", ColourMatrix.UNKNOWN),
+        ("colour_range", "STUDIO", ColourRange.UNKNOWN),
+    ],
+)
+def test_frame_codec_when_a_later_release_writes_a_symbol_this_one_lacks_then_unknown(
+    tmp_path: Path, field: str, symbol: str, unknown: enum.Enum
+) -> None:
+    # A later release adds a pixel format, matrix or range; a reader handed its schema reads the
+    # symbol as the enum's default, UNKNOWN, which the services dead-letter: never as RGB, BT.601
+    # or limited, which would be read wrong without a word.
+    nxt = copy.deepcopy(load_schema("frame"))
+    (enum_type,) = (f["type"] for f in nxt["fields"] if f["name"] == field)
+    enum_type["symbols"].append(symbol)
+    writer = SingleObjectCodec(nxt)
+    record = FrameCodec()._codec.decode(FrameCodec().encode(FRAME))
+    data = writer.encode({**record, field: symbol})
+    reader = FrameCodec(release(tmp_path, "frame", load_schema("frame"), [nxt]))
+    assert getattr(reader.decode(data), field) is unknown

@@ -5,14 +5,21 @@ import pytest
 
 from framebus.letterbox import PAD_VALUE
 from framebus.messages import Box, Frame, TensorLayout
+from framebus.pixels import FrameFormat
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_live.geometry import box_on_tile, tile_size
 from framebus_live.tiles import tile_image
 
 
-def _frame(orig_w: int, orig_h: int, size: int, layout: TensorLayout = TensorLayout.HWC) -> Frame:
+def _frame(
+    orig_w: int,
+    orig_h: int,
+    size: int,
+    layout: TensorLayout = TensorLayout.HWC,
+    fmt: FrameFormat = FrameFormat.RGB,
+) -> Frame:
     """A frame letterboxed as the decoder does it; its picture's corner pixels red and blue."""
-    letterbox = LetterboxBuffer(size, size, layout)
+    letterbox = LetterboxBuffer(size, size, layout, fmt)
     k = round(1 / letterbox.geometry(orig_w, orig_h).scale)  # source pixels per window pixel
     image = np.full((orig_h, orig_w, 3), 10, np.uint8)
     image[:k, :k] = (255, 0, 0)  # becomes the window's top-left pixel
@@ -25,8 +32,9 @@ def _frame(orig_w: int, orig_h: int, size: int, layout: TensorLayout = TensorLay
         capture_ts_us=1,
         orig_width=orig_w,
         orig_height=orig_h,
-        shape=data.shape,
-        layout=layout,
+        shape=letterbox.shape,
+        layout=letterbox.layout,
+        pixel_format=fmt.pixel_format,
         scale=lb.scale,
         pad_x=lb.pad_x,
         pad_y=lb.pad_y,
@@ -70,3 +78,12 @@ def test_box_on_tile_when_scaled_then_corners_follow_and_edges_inclusive() -> No
 def test_box_on_tile_when_box_beyond_frame_then_clipped_to_tile() -> None:
     box = Box(-50.0, -5.0, 2000.0, 900.0, 0, "car", 0.5)
     assert box_on_tile(box, 1280, 720, 320, 180) == (0, 0, 319, 179)
+
+
+def test_tile_image_when_i420_frame_then_bands_cut_off_and_converted_like_the_rgb_frame() -> None:
+    rgb = tile_image(_frame(1280, 720, 320), 360)
+    i420 = tile_image(_frame(1280, 720, 320, fmt=FrameFormat.I420), 360)
+    assert i420.shape == rgb.shape == (180, 320, 3)
+    # Chroma at half resolution: the one-pixel corners blur into their 2 x 2 blocks, no more.
+    assert np.abs(i420.astype(int) - rgb).mean() < 1.0
+    assert not (i420 == PAD_VALUE).all(axis=2).any()

@@ -118,7 +118,10 @@ class Inference:
                 if slot is not None:
                     outputs = self.engine.infer_slot(slot, len(batch.frames))
                 else:
-                    outputs = self.engine.infer([p.payload.tensor for p in batch.frames])
+                    outputs = self.engine.infer(
+                        [p.payload.tensor for p in batch.frames],
+                        [p.payload.frame for p in batch.frames],
+                    )
             with self.tracing.child(span, "postprocess"):
                 raw = self.decoder.decode(outputs, len(batch.frames))
         except ModelError as exc:

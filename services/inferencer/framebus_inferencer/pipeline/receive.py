@@ -35,6 +35,8 @@ from framebus.errors import CodecError, KafkaError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto
 from framebus.malloc import pre_touch
+from framebus.messages import PixelFormat
+from framebus.pixels import frame_nbytes
 from framebus_inferencer.batcher import DeadlineBatcher, Pending
 from framebus_inferencer.pipeline.context import StageContext
 from framebus_inferencer.pipeline.control import wall_us
@@ -75,6 +77,7 @@ class Receiver:
         consumer: Consumer,
         frame_shape: tuple[int, int, int],
         staging: StagingPool | None = None,
+        input_format: PixelFormat = PixelFormat.RGB,
         full_budget_s: float = PIPELINE_FULL_BUDGET_S,
         pause_after_s: float = PAUSE_AFTER_S,
     ) -> None:
@@ -83,8 +86,10 @@ class Receiver:
         self.tracing, self.clock_ms = ctx.tracing, ctx.clock_ms
         self.ledger, self.out, self.in_flight, self.consumer = ledger, out, in_flight, consumer
         self.frame_shape = frame_shape
-        self.frame_bytes = math.prod(frame_shape)
+        self.frame_bytes = math.prod(frame_shape)  # RGB's, the larger: what a tensor may hold
         self.staging = staging
+        self.input_format = input_format  # what the engine's graph takes; others: converted
+        self._converting: set[PixelFormat] = set()  # formats said to be converted on the host
         self.eos = settings.delivery is DeliveryMode.EXACTLY_ONCE
         self.batcher: DeadlineBatcher[Received] = DeadlineBatcher(
             settings.max_batch,
@@ -109,7 +114,8 @@ class Receiver:
     def run(self, outer_stop: threading.Event) -> None:
         """Receive until stopped, idle or failed; then flush the last batch and end the queue."""
         ctl = self.control
-        frame_bytes = self.frame_bytes
+        # The records of the format the graph takes (half an RGB frame's bytes in I420).
+        frame_bytes = frame_nbytes(self.input_format, *self.frame_shape[:2])
         touched = pre_touch(
             backlog_heap_bytes(self.batcher.capacity, self.s.max_batch, frame_bytes), frame_bytes
         )
@@ -213,6 +219,8 @@ class Receiver:
             )
             offsets.append((tp, offset))
             return
+        if frame.pixel_format is not self.input_format:
+            self._on_host(frame.pixel_format)
         self.tracing.decoded(tp[1], offset, decode_start)
         self.stats.lag.received(tp, offset, frame.capture_ts_us)
         self.batcher.add(
@@ -226,13 +234,28 @@ class Receiver:
             )
         )
 
+    def _on_host(self, fmt: PixelFormat) -> None:
+        """Count a frame the engine's input does not take as it is (`slot.py` converts it)."""
+        self.stats.converted_on_host(fmt.value)
+        if fmt not in self._converting:
+            self._converting.add(fmt)
+            log.warning(
+                "%s frames reach a model graph that takes %s: converting them on the host; set "
+                "FRAMEBUS_FRAME_FORMAT to one format for the decoders and the inferencers",
+                fmt.value,
+                self.input_format.value,
+            )
+
     def _submit(self, work: Work) -> None:
         if self.eos:  # as of the consume() that brought these frames (it may have joined)
             work.group_metadata = self.consumer.group_metadata()
         if work.batch is not None and self.tracing.enabled:
             work.span = self.tracing.batch_span(work.batch)
         if work.batch is not None and work.batch.frames and self.staging is not None:
-            work.staged = self.staging.stage([p.payload.tensor for p in work.batch.frames])
+            frames = work.batch.frames
+            work.staged = self.staging.stage(
+                [p.payload.tensor for p in frames], [p.payload.frame for p in frames]
+            )
         self.in_flight.add()
         if self.out.offer(work):
             return

@@ -54,7 +54,14 @@ class Pipeline:
         in_flight = InFlight()
         staging = StagingPool(engine)
         self.receiver = Receiver(
-            ctx, self.ledger, to_infer, in_flight, consumer, engine.info.frame_shape, staging
+            ctx,
+            self.ledger,
+            to_infer,
+            in_flight,
+            consumer,
+            engine.info.frame_shape,
+            staging,
+            engine.info.input.pixel_format,
         )
         self.inference = Inference(ctx, to_infer, to_publish, engine, staging)
         self.publisher = Publisher(ctx, to_publish, in_flight, self.ledger, producer)

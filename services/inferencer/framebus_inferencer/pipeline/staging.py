@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from framebus.messages import Frame
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.providers import bucket_for
 from framebus_inferencer.slot import InputSlot
@@ -52,11 +53,15 @@ class StagingPool:
             slots = [s for free in self._free.values() for s in free]
         return sum(s.nbytes for s in slots)
 
-    def stage(self, frames: Sequence[npt.NDArray[np.uint8] | bytes]) -> InputSlot | None:
-        """A slot holding `frames` (padding rows zeroed), or None when none is free."""
+    def stage(
+        self,
+        frames: Sequence[npt.NDArray[np.uint8] | bytes],
+        records: Sequence[Frame] | None = None,
+    ) -> InputSlot | None:
+        """A slot holding `frames` of `records` (padding rows zeroed), or None when none is free."""
         slot = self._take(len(frames))
         if slot is not None:
-            slot.fill(frames)
+            slot.fill(frames, records)
         return slot
 
     def give_back(self, slot: InputSlot) -> None:
