@@ -6,6 +6,7 @@ detections of a YOLOv5 (`[N, anchors, 5 + C]`), YOLOv8 (`[N, 4 + C, anchors]`) o
 (`[N, K, 6]`, or `num_dets/boxes/scores/classes`) head. `yolov8n_like_model` has YOLOv8n's layer
 structure, widths and op mix (Conv + SiLU, C2f split/concat blocks, SPPF max-pools, an FPN/PAN neck
 with Resize, a decoupled head) with random weights: about 8.7 GFLOPs at 640x640, for benchmarks.
+`frame_dependent_model` gives each image of a batch its own head.
 `with_static_batch` and `to_float16` turn any of them into a model as users often export it: with
 a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`);
 `with_dynamic_output_dims` hides its output shape until it runs; `with_dynamic_image_dims` makes
@@ -130,6 +131,43 @@ def fixed_output_model(
         "fixed_output",
         [helper.make_tensor_value_info("images", f32, ["batch", 3, input_size, input_size])],
         graph_outputs,
+        initializer=inits,
+    )
+    return _finish(graph, names)
+
+
+def frame_dependent_model(
+    base: npt.NDArray[np.float32],
+    step: npt.NDArray[np.float32],
+    input_size: int = 32,
+    names: Sequence[str] | None = None,
+) -> onnx.ModelProto:
+    """A model whose output0 for an image is `base + m * step`, m the image's mean pixel (0..1).
+
+    Each image of a batch gets its own head (a YOLOv5 or YOLOv8 layout, as `base` has it), so
+    tests can feed frames of different grey levels and get different candidates, ties and counts.
+    """
+    arr, delta = np.asarray(base, np.float32), np.asarray(step, np.float32)
+    inits = [
+        numpy_helper.from_array(arr, "fd_base"),
+        numpy_helper.from_array(delta, "fd_step"),
+        numpy_helper.from_array(np.asarray([-1] + [1] * arr.ndim, np.int64), "fd_bshape"),
+    ]
+    nodes = [
+        helper.make_node("ReduceMean", ["images"], ["fd_mean"], axes=[1, 2, 3], keepdims=0),
+        helper.make_node("Reshape", ["fd_mean", "fd_bshape"], ["fd_m"]),  # [N, 1, 1]
+        helper.make_node("Mul", ["fd_m", "fd_step"], ["fd_delta"]),
+        helper.make_node("Add", ["fd_delta", "fd_base"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "frame_dependent",
+        [
+            helper.make_tensor_value_info(
+                "images", TensorProto.FLOAT, ["batch", 3, input_size, input_size]
+            )
+        ],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["batch", *arr.shape])],
         initializer=inits,
     )
     return _finish(graph, names)

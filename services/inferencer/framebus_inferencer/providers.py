@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider, Spinning
+from framebus_inferencer.settings import (
+    CandidateSelection,
+    CudnnConvAlgoSearch,
+    Provider,
+    Spinning,
+)
 
 GPU_PROVIDERS = frozenset({Provider.TENSORRT.ort_name, Provider.CUDA.ort_name})
 
@@ -33,6 +38,12 @@ class EngineOptions:
     intra_op_threads: int = 0
     intra_op_spinning: Spinning = Spinning.AUTO
     require_gpu: bool = False
+    # Candidate selection appended to a raw YOLO head (candidates.py): the graph's threshold,
+    # its top-K and, with topk_nms, its NMS IoU threshold.
+    candidate_selection: CandidateSelection = CandidateSelection.AUTO
+    max_candidates: int = 300
+    confidence_threshold: float = 0.25
+    iou_threshold: float = 0.45
 
     @property
     def image_size(self) -> tuple[int, int] | None:

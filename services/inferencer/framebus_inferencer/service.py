@@ -44,6 +44,10 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
         intra_op_threads=settings.intra_op_threads,
         intra_op_spinning=settings.intra_op_spinning,
         require_gpu=settings.require_gpu,
+        candidate_selection=settings.candidate_selection,
+        max_candidates=settings.max_candidates,
+        confidence_threshold=settings.confidence_threshold,
+        iou_threshold=settings.iou_threshold,
     )
 
 
@@ -63,6 +67,7 @@ def build_engine(settings: InferencerSettings) -> Engine:
             "input": engine.info.input.exported_shape,
             "input_conversion": engine.info.input.to_float,
             "batch_mode": engine.info.batch_mode.value,
+            "candidate_selection": engine.info.candidate_selection,
             "buckets": engine.buckets,
         },
     )
@@ -75,6 +80,8 @@ def describe_engine(stats: InferencerStats, engine: Engine) -> None:
         engine.info.batch_mode.value,
         engine.info.static_batch or 0,
         tuple((m.provider, m.kind.value) for m in engine.fallbacks),
+        engine.info.candidate_selection,
+        engine.candidate_fallback,
     )
 
 
