@@ -21,11 +21,10 @@ import pytest
 
 from framebus_inferencer import gpu
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions, LimitedBy
 from framebus_inferencer.settings import Provider
 from framebus_tools.synthetic import bright_square_model
-from testkit.models import with_dynamic_image_dims, yolov8n_like_model
+from testkit.models import frame_dependent_model, with_dynamic_image_dims, yolov8n_like_model
 
 pytestmark = pytest.mark.gpu
 
@@ -148,10 +147,45 @@ def test_engine_when_dynamic_height_width_export_on_tensorrt_then_same_boxes_as_
     gpu_engine = Engine(path, on_gpu)
     cpu_engine = Engine(path, replace(on_gpu, providers=(Provider.CPU,), require_gpu=False))
     batch = frames(3, 320)
-    got = Decoder(gpu_engine.info.head).decode(gpu_engine.infer(batch), 3)
-    want = Decoder(cpu_engine.info.head).decode(cpu_engine.infer(batch), 3)
+    got = gpu_engine.decoder().decode(gpu_engine.infer(batch), 3)
+    want = cpu_engine.decoder().decode(cpu_engine.infer(batch), 3)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.boxes, w.boxes, atol=1.0)
+
+
+@pytest.mark.parametrize("first", [Provider.CUDA, Provider.TENSORRT])
+def test_candidates_when_selected_on_the_device_then_the_cpu_host_paths_boxes(
+    tmp_path: Path, first: Provider
+) -> None:
+    # Issue 41 item 2 on a GPU: `auto` appends the top-K there; the host path on the CPU is the
+    # reference. float32 throughout (no FP16 engine): values are only moved, so within 1e-4.
+    rng = np.random.default_rng(0)
+    rows = np.empty((4 + 3, 250), np.float32)
+    rows[0:2] = rng.integers(4, 28, (2, 250))
+    rows[2:4] = rng.integers(2, 12, (2, 250))
+    rows[4:] = rng.choice(np.float32([0.1, 0.3, 0.5, 0.7, 0.9]), (3, 250))
+    step = np.zeros_like(rows)
+    step[4:] = rng.choice(np.float32([-0.3, 0, 0.3]), (3, 250))
+    path = save(frame_dependent_model(rows, step, names=["a", "b", "c"]), tmp_path / "m.onnx")
+    on_gpu = EngineOptions(
+        providers=(first, Provider.CPU),
+        max_batch=4,
+        require_gpu=True,
+        trt_fp16=False,
+        trt_cache_dir=tmp_path / "trt",
+    )
+    gpu_engine = Engine(path, on_gpu)
+    assert gpu_engine.info.candidates is not None and gpu_engine.graph_provider != CPU
+    cpu_engine = Engine(path, replace(on_gpu, providers=(Provider.CPU,), require_gpu=False))
+    assert cpu_engine.info.candidates is None
+    batch = [np.full((32, 32, 3), 40 * i, np.uint8) for i in range(4)]
+    got = gpu_engine.decoder().decode(gpu_engine.infer(batch), 4)
+    want = cpu_engine.decoder().decode(cpu_engine.infer(batch), 4)
+    assert sum(len(w.boxes) for w in want) > 0
+    for g, w in zip(got, want, strict=True):
+        assert g.class_ids.tolist() == w.class_ids.tolist()
+        np.testing.assert_allclose(g.boxes, w.boxes, atol=1e-4)
+        np.testing.assert_allclose(g.scores, w.scores, atol=1e-4)
 
 
 def test_nvml_when_engine_on_cuda_device_0_then_that_device_by_bus_id_and_memory_read(

@@ -216,7 +216,7 @@ class Decoder:
     def decode(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> list[RawDetections]:
         """Detections of the first `n` images of a (possibly padded) batch."""
         if self.candidates is not None:
-            return [self._candidate_rows(outputs[0][i]) for i in range(n)]
+            return [self._candidate_rows(outputs[0][i], self.candidates) for i in range(n)]
         if self.head is HeadFormat.YOLOV8:
             return [self._candidates_v8(outputs[0][i]) for i in range(n)]
         if self.head is HeadFormat.YOLOV5:
@@ -275,10 +275,10 @@ class Decoder:
             return f"candidate selection in the graph returns one [N, {k}, {ROW_WIDTH}] output"
         return None
 
-    def _candidate_rows(self, rows: npt.NDArray[np.generic]) -> RawDetections:
+    def _candidate_rows(
+        self, rows: npt.NDArray[np.generic], layout: CandidateRows
+    ) -> RawDetections:
         # The rows the raw head's filter would find, in its order (by anchor): the same NMS input.
-        layout = self.candidates
-        assert layout is not None  # noqa: S101 - decode() dispatches here only with candidates
         found = np.asarray(rows, np.float32)
         valid = np.flatnonzero(found[:, 4] >= self.conf_threshold)
         saturated = valid.size == layout.k < layout.anchors
