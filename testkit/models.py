@@ -141,22 +141,26 @@ def frame_dependent_model(
     step: npt.NDArray[np.float32],
     input_size: int = 32,
     names: Sequence[str] | None = None,
+    opset: int = OPSET,
 ) -> onnx.ModelProto:
-    """A model whose output0 for an image is `base + m * step`, m the image's mean pixel (0..1).
+    """A model whose output0 for an image is `base + p * step`, p its first pixel (0..1).
 
     Each image of a batch gets its own head (a YOLOv5 or YOLOv8 layout, as `base` has it), so
     tests can feed frames of different grey levels and get different candidates, ties and counts.
+    Its ops (Slice, Reshape, Mul, Add) read the same in every opset from 10, so `opset` may be any.
     """
     arr, delta = np.asarray(base, np.float32), np.asarray(step, np.float32)
     inits = [
         numpy_helper.from_array(arr, "fd_base"),
         numpy_helper.from_array(delta, "fd_step"),
+        numpy_helper.from_array(np.zeros(4, np.int64), "fd_starts"),
+        numpy_helper.from_array(np.asarray([np.iinfo(np.int64).max, 1, 1, 1], np.int64), "fd_ends"),
         numpy_helper.from_array(np.asarray([-1] + [1] * arr.ndim, np.int64), "fd_bshape"),
     ]
     nodes = [
-        helper.make_node("ReduceMean", ["images"], ["fd_mean"], axes=[1, 2, 3], keepdims=0),
-        helper.make_node("Reshape", ["fd_mean", "fd_bshape"], ["fd_m"]),  # [N, 1, 1]
-        helper.make_node("Mul", ["fd_m", "fd_step"], ["fd_delta"]),
+        helper.make_node("Slice", ["images", "fd_starts", "fd_ends"], ["fd_pixel"]),  # [N,1,1,1]
+        helper.make_node("Reshape", ["fd_pixel", "fd_bshape"], ["fd_p"]),  # [N, 1, 1]
+        helper.make_node("Mul", ["fd_p", "fd_step"], ["fd_delta"]),
         helper.make_node("Add", ["fd_delta", "fd_base"], ["output0"]),
     ]
     graph = helper.make_graph(
@@ -170,7 +174,10 @@ def frame_dependent_model(
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["batch", *arr.shape])],
         initializer=inits,
     )
-    return _finish(graph, names)
+    model = _finish(graph, names)
+    model.opset_import[0].version = opset
+    onnx.checker.check_model(model)
+    return model
 
 
 def yolov5_model(

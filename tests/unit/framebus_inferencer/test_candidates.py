@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from framebus.errors import ConfigError, ModelError
+from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_inferencer.candidates import OUTPUT, append_candidate_selection
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.postprocess import CandidateRows, Decoder, RawDetections
@@ -209,8 +210,6 @@ def test_candidates_when_bright_square_float16_and_static_then_the_square_on_bot
 def test_candidates_when_generated_scene_frames_then_boxes_equal_the_host_path(
     tmp_path: Path,
 ) -> None:
-    from framebus_decoder.preprocess import LetterboxBuffer
-
     scene = default_scene()
     path = save(color_blob_model(scene), tmp_path / "scene.onnx")
     frames = []
@@ -312,11 +311,20 @@ def test_candidates_when_model_opset_differs_then_ops_of_that_opset_and_equal(
     tmp_path: Path, opset: int
 ) -> None:
     # ReduceMax takes its axes as an input from opset 18, as an attribute before.
-    model = near_free_model(64, classes=3)
-    model.opset_import[0].version = opset
+    rng = np.random.default_rng(9)
+    base, step = v8_rows(rng), np.zeros((7, 250), np.float32)
+    step[4:] = rng.choice(np.float32([-0.3, 0, 0.3]), (3, 250))
+    model = frame_dependent_model(base, step, names=NAMES, opset=opset)
     path = save(model, tmp_path / f"o{opset}.onnx")
     assert engine(path, TOPK).info.candidates is not None
-    assert_device_equals_host(path, greys(2, 64), expect_none=True)
+    assert_device_equals_host(path, greys(3))
+
+
+def test_candidates_when_opset_before_11_then_host_path_naming_it(tmp_path: Path) -> None:
+    model = frame_dependent_model(v8_rows(np.random.default_rng(10)), np.zeros((7, 250)), opset=10)
+    sel = append_candidate_selection(model, HeadFormat.YOLOV8, TOPK, 0.25, 300, 0.45)
+    assert sel.rows is None and sel.model is model
+    assert sel.reason == "its opset 10 is older than 11 (GatherElements)"
 
 
 def test_candidates_when_head_cannot_be_rewritten_then_host_path_one_warning_and_metric(
