@@ -6,16 +6,19 @@ Appended here, after the head: each anchor's best class score (ReduceMax; of obj
 scores for YOLOv5, as `postprocess` computes it), the confidence threshold (Less + Where), a TopK
 of K = `max_candidates` anchors and a GatherElements of their rows only. One output leaves the
 engine: [N, K, 7] float32 rows (cx, cy, w, h, score, class id, anchor index), best score first,
-7 KB a frame at K = 300. A row whose anchor fails the threshold has score -inf; the host keeps the
-rows at or above it and runs the same NMS as on a raw head, on at most K rows. With `topk_nms` the
-graph runs ONNX NonMaxSuppression as well, and the rows it suppressed get class id -1.
+8.4 KB a frame at K = 300. A row whose anchor fails the threshold has score -inf; the host keeps
+the rows at or above it and runs the same NMS as on a raw head, on at most K rows. With `topk_nms`
+the graph runs ONNX NonMaxSuppression as well, and the rows it suppressed get class id -1.
 
 The arithmetic is the host path's, so the boxes are the same: values are only moved (float16
 values cast to float32, exactly), scores are compared in the model's precision as numpy compares
 them, YOLOv5's product is taken in float32. K is a constant and every output shape is static
-(TensorRT's parser and the CUDA provider run every op; NonZero is never used). What the surgery
-cannot rewrite (a dynamic class or anchor count, another output besides the head, an opset before
-11) stays on the host: `Selection.reason` says why.
+(TensorRT's parser and the CUDA provider run every op; NonZero is never used). A row's class is the
+first class of its best score, as numpy's argmax gives it, on any provider (ArgMax leaves ties to
+the provider). A head whose anchor count is declared dynamic (Ultralytics' `dynamic=True` export:
+['batch', 84, 'anchors']) gets it from ONNX shape inference at the size the engine pins the input
+to. What the surgery cannot rewrite (a class or anchor count still unknown, another output besides
+the head, an opset before 11) stays on the host: `Selection.reason` says why.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from framebus.errors import ModelError
+from framebus_inferencer.graph import image_input, prepend_uint8_input
 from framebus_inferencer.postprocess import ROW_WIDTH, CandidateRows
 from framebus_inferencer.settings import CandidateSelection, HeadFormat
 
@@ -88,49 +93,109 @@ class _Graph:
             x if elem == TensorProto.FLOAT else self.node("Cast", [x], name, to=TensorProto.FLOAT)
         )
 
-    def reduce_max(self, x: str, name: str, axes: list[int], keepdims: int) -> str:
-        # ReduceMax takes its axes as an input from opset 18, as an attribute before.
+    def reduce(self, op: str, x: str, name: str, axes: list[int], keepdims: int) -> str:
+        # ReduceMax and ReduceMin take their axes as an input from opset 18, as an attribute before.
         if self.opset >= 18:
-            return self.node(
-                "ReduceMax", [x, self.ints(f"{name}_ax", *axes)], name, keepdims=keepdims
-            )
-        return self.node("ReduceMax", [x], name, axes=axes, keepdims=keepdims)
+            return self.node(op, [x, self.ints(f"{name}_ax", *axes)], name, keepdims=keepdims)
+        return self.node(op, [x], name, axes=axes, keepdims=keepdims)
+
+    def reduce_max(self, x: str, name: str, axes: list[int], keepdims: int) -> str:
+        return self.reduce("ReduceMax", x, name, axes, keepdims)
+
+    def first_max_index(self, x: str, name: str, axis: int, count: int) -> str:
+        """Float32 index of the first maximum along `axis` of rank-3 `x` (`count` long), kept.
+
+        numpy's argmax (the host path's) takes the first of equal scores; ONNX ArgMax says so
+        too, but TensorRT runs it as a TopK of 1 and leaves ties open. Equal + Where + ReduceMin
+        give the first index on every provider, on K rows only.
+        """
+        top = self.reduce_max(x, f"{name}_max", [axis], 1)
+        at = self.node("Equal", [x, top], f"{name}_at")
+        shape = [1, 1, 1]
+        shape[axis] = count
+        iota = self.const(f"{name}_iota", np.arange(count, dtype=np.float32).reshape(shape))
+        index = self.node("Where", [at, iota, self.f32(f"{name}_none", count)], f"{name}_where")
+        return self.reduce("ReduceMin", index, name, [axis], 1)
 
     def reshape(self, x: str, name: str, *shape: int) -> str:
         return self.node("Reshape", [x, self.ints(f"{name}_shape", *shape)], name)
 
 
+def _shape(value: onnx.ValueInfoProto) -> list[int | str | None]:
+    return [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        for d in value.type.tensor_type.shape.dim
+    ]
+
+
 def declared_shapes(model: onnx.ModelProto) -> list[list[int | str | None]]:
     """The model's output shapes as declared: a number, a symbolic name, or None when unknown."""
-    return [
-        [
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-            for d in o.type.tensor_type.shape.dim
-        ]
-        for o in model.graph.output
-    ]
+    return [_shape(o) for o in model.graph.output]
 
 
 def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _why_not(model: onnx.ModelProto, head: HeadFormat) -> str:
-    """Why the surgery cannot rewrite this model's head, or "" when it can."""
+def _known(shape: list[int | str | None]) -> bool:
+    return len(shape) == 3 and all(isinstance(d, int) and d > 0 for d in shape[1:])
+
+
+def inferred_head_shape(
+    model: onnx.ModelProto, size: tuple[int, int] | None
+) -> list[int | str | None] | None:
+    """The single output's shape by ONNX shape inference at the input size the engine runs.
+
+    Ultralytics' `dynamic=True` declares output0 ['batch', 84, 'anchors'], but the engine pins
+    height and width (`graph.prepend_uint8_input`: `size`, else the `imgsz` metadata), which
+    fixes the anchor count. With the batch pinned too (to 1 unless static), data propagation
+    follows the head's Shape -> Gather -> Concat -> Reshape(-1) arithmetic. None when it fails.
+    """
+    try:
+        pinned, spec = prepend_uint8_input(model, size=size)
+        dims = image_input(pinned).type.tensor_type.shape.dim
+        dims[0].Clear()
+        dims[0].dim_value = spec.batch or 1
+        inferred = onnx.shape_inference.infer_shapes(pinned, data_prop=True)
+    except (ModelError, ValueError, onnx.shape_inference.InferenceError):
+        return None  # the declared shape's reason is the one to give
+    name = model.graph.output[0].name
+    return next((_shape(o) for o in inferred.graph.output if o.name == name), None)
+
+
+def head_shape(model: onnx.ModelProto, size: tuple[int, int] | None) -> list[int | str | None]:
+    """The head's declared shape, its class and anchor counts inferred when declared dynamic."""
+    declared = declared_shapes(model)[0]
+    if _known(declared):
+        return declared
+    inferred = inferred_head_shape(model, size)
+    if inferred is None or len(inferred) != len(declared) or not _known(inferred):
+        return declared
+    return [declared[0], *inferred[1:]]
+
+
+def _why_not(
+    model: onnx.ModelProto, head: HeadFormat, size: tuple[int, int] | None
+) -> tuple[str, list[int | str | None]]:
+    """Why the surgery cannot rewrite this model's head ("" when it can), and the head's shape."""
     if head not in (HeadFormat.YOLOV5, HeadFormat.YOLOV8):
-        return f"the {head.value} head selects its own detections"
+        return f"the {head.value} head selects its own detections", []
     outputs = model.graph.output
     if len(outputs) != 1:
-        return f"the model has {len(outputs)} outputs; the surgery rewrites a single raw head"
-    shape = declared_shapes(model)[0]
+        return f"the model has {len(outputs)} outputs; the surgery rewrites a single raw head", []
     elem = outputs[0].type.tensor_type.elem_type
     if elem not in (TensorProto.FLOAT, TensorProto.FLOAT16):
-        return f"its head is {TensorProto.DataType.Name(elem)}, not float32 or float16"
-    if len(shape) != 3 or not all(isinstance(d, int) and d > 0 for d in shape[1:]):
-        return f"its head's shape {shape} leaves the class or anchor count unknown until it runs"
+        return f"its head is {TensorProto.DataType.Name(elem)}, not float32 or float16", []
     if _opset(model) < MIN_OPSET:
-        return f"its opset {_opset(model)} is older than {MIN_OPSET} (GatherElements)"
-    return ""
+        return f"its opset {_opset(model)} is older than {MIN_OPSET} (GatherElements)", []
+    shape = head_shape(model, size)
+    if not _known(shape):
+        return (
+            f"its head's shape {shape} leaves the class or anchor count unknown until it runs "
+            "(ONNX shape inference at the pinned input size does not tell them either)",
+            shape,
+        )
+    return "", shape
 
 
 def resolved(how: CandidateSelection, gpu: bool) -> CandidateSelection:
@@ -152,22 +217,24 @@ def append_candidate_selection(
     threshold: float,
     max_candidates: int,
     iou_threshold: float,
+    size: tuple[int, int] | None = None,
 ) -> Selection:
     """Return `model` with candidate selection appended to its head, or as it is with the reason.
 
-    `threshold` is the confidence threshold; `iou_threshold` is used when `how` is `topk_nms`.
+    `threshold` is the confidence threshold; `iou_threshold` is used when `how` is `topk_nms`;
+    `size` is the configured (height, width) the engine pins a dynamic input to (else `imgsz`).
     """
     if how is CandidateSelection.HOST:
         return Selection(model, None, "FRAMEBUS_CANDIDATE_SELECTION is host")
     if how is CandidateSelection.AUTO:
         raise ValueError("resolve candidate_selection=auto first (resolved())")
-    reason = _why_not(model, head)
+    reason, shape = _why_not(model, head, size)
     if reason:
         return Selection(model, None, reason)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     head_out = out.graph.output[0]
-    shape, elem = declared_shapes(out)[0], head_out.type.tensor_type.elem_type
+    elem = head_out.type.tensor_type.elem_type
     a, b = (d for d in shape[1:] if isinstance(d, int))  # _why_not: both known
     (width, anchors), build = ((a, b), _yolov8) if head is HeadFormat.YOLOV8 else ((b, a), _yolov5)
     k = min(max_candidates, anchors)
@@ -227,13 +294,11 @@ def _yolov8(g: _Graph, head: str, elem: int, rows: int, k: int, bound: np.float3
         g.node("GatherElements", [head, idx_rows], "picked", axis=2), "picked32", elem
     )
     box = g.slice(picked, "box", 0, 4, 1)  # [N, 4, K]
-    class_id = g.node(
-        "ArgMax", [g.slice(picked, "cls_k", 4, rows, 1)], "class_id", axis=1, keepdims=1
-    )
+    class_f = g.first_max_index(g.slice(picked, "cls_k", 4, rows, 1), "class_f", 1, rows - 4)
     columns = [
         box,
         g.reshape(score, "score3", 0, 1, -1),
-        g.node("Cast", [class_id], "class_f", to=TensorProto.FLOAT),
+        class_f,
         g.node("Cast", [g.reshape(idx, "anchor3", 0, 1, -1)], "anchor_f", to=TensorProto.FLOAT),
     ]
     return g.node("Transpose", [g.node("Concat", columns, "cols", axis=1)], "rows", perm=[0, 2, 1])
@@ -257,11 +322,11 @@ def _yolov5(g: _Graph, head: str, elem: int, width: int, k: int, bound: np.float
     prod_k = g.node(
         "Mul", [g.slice(picked, "cls_k", 5, width, 2), g.slice(picked, "obj_k", 4, 5, 2)], "prod_k"
     )
-    class_id = g.node("ArgMax", [prod_k], "class_id", axis=2, keepdims=1)  # [N, K, 1]
+    class_f = g.first_max_index(prod_k, "class_f", 2, width - 5)  # [N, K, 1]
     columns = [
         g.slice(picked, "box", 0, 4, 2),
         g.reshape(score, "score3", 0, -1, 1),
-        g.node("Cast", [class_id], "class_f", to=TensorProto.FLOAT),
+        class_f,
         g.node("Cast", [g.reshape(idx, "anchor3", 0, -1, 1)], "anchor_f", to=TensorProto.FLOAT),
     ]
     return g.node("Concat", columns, "rows", axis=2)

@@ -150,7 +150,13 @@ class Engine:
     ) -> Selection:
         opts = self.options
         return append_candidate_selection(
-            model, head, how, opts.confidence_threshold, opts.max_candidates, opts.iou_threshold
+            model,
+            head,
+            how,
+            opts.confidence_threshold,
+            opts.max_candidates,
+            opts.iou_threshold,
+            opts.image_size,
         )
 
     def _say_where(self, head: HeadFormat, how: CandidateSelection, selection: Selection) -> bool:

@@ -39,6 +39,7 @@ from testkit.models import (
     end2end_model,
     frame_dependent_model,
     near_free_model,
+    strided_head_model,
     with_dynamic_output_dims,
     yolov5_model,
     yolov8_model,
@@ -47,9 +48,10 @@ from testkit.models import (
 HOST, TOPK, TOPK_NMS = CandidateSelection.HOST, CandidateSelection.TOPK, CandidateSelection.TOPK_NMS
 NAMES = ("a", "b", "c")
 # What TensorRT's parser and the CUDA provider run; NonZero (data-dependent shapes) is not here.
+# No ArgMax: TensorRT runs it as a TopK of 1, whose ties are its own (Equal + ReduceMin instead).
 DEVICE_OPS = {
     "Slice", "Cast", "ReduceMax", "Less", "Where", "TopK", "Reshape", "Expand",
-    "GatherElements", "ArgMax", "Concat", "Transpose", "Identity",
+    "GatherElements", "Equal", "ReduceMin", "Concat", "Transpose", "Identity",
 }  # fmt: skip
 NMS_OPS = {
     "Mul", "Add", "Sub", "Abs", "NonMaxSuppression", "Gather", "Shape",
@@ -299,7 +301,7 @@ def test_candidates_when_appended_then_only_device_ops_with_a_constant_k() -> No
     model = near_free_model(640, classes=3)  # 8400 anchors
     assert appended_ops(model, TOPK) <= DEVICE_OPS
     assert appended_ops(model, TOPK_NMS) <= DEVICE_OPS | NMS_OPS
-    assert "NonZero" not in appended_ops(model, TOPK_NMS)
+    assert not {"NonZero", "ArgMax"} & appended_ops(model, TOPK_NMS)
     sel = append_candidate_selection(model, HeadFormat.YOLOV8, TOPK, 0.25, 300, 0.45)
     (top,) = (n for n in sel.model.graph.node if n.op_type == "TopK")
     k = next(i for i in sel.model.graph.initializer if i.name == top.input[1])
@@ -325,6 +327,36 @@ def test_candidates_when_opset_before_11_then_host_path_naming_it(tmp_path: Path
     sel = append_candidate_selection(model, HeadFormat.YOLOV8, TOPK, 0.25, 300, 0.45)
     assert sel.rows is None and sel.model is model
     assert sel.reason == "its opset 10 is older than 11 (GatherElements)"
+
+
+def colour_frames(height: int, width: int) -> list[npt.NDArray[np.uint8]]:
+    """Flat colour blocks on grey (scores tied across cells and classes), and a noisy frame."""
+    frames = []
+    for i in range(3):
+        frame = np.full((height, width, 3), 40, np.uint8)
+        frame[8 * i : 8 * i + 24, 4 : 4 + 16 * (i + 1)] = (230, 40, 40)
+        frame[height // 2 :, width // 2 - 8 * i :] = (40, 200, 200)  # green and blue tie
+        frames.append(frame)
+    frames.append(np.random.default_rng(11).integers(0, 256, (height, width, 3), np.uint8))
+    return frames
+
+
+@pytest.mark.parametrize(("size", "anchors"), [(None, 64), ((96, 128), 192)])
+def test_candidates_when_anchor_count_declared_dynamic_then_inferred_at_the_pinned_size(
+    tmp_path: Path, size: tuple[int, int] | None, anchors: int
+) -> None:
+    # Ultralytics' dynamic=True export: input ['batch', 3, 'height', 'width'], output0
+    # ['batch', 4 + C, 'anchors']. The engine pins height and width (imgsz 64, or the configured
+    # size), which fixes the anchor count: the graph selects, K = min(300, anchors).
+    path = save(strided_head_model(64), tmp_path / "dynamic.onnx")
+    opts: dict[str, Any] = {}
+    if size is not None:
+        opts = {"input_height": size[0], "input_width": size[1]}
+    eng = engine(path, TOPK, **opts)
+    assert eng.info.candidates == CandidateRows(anchors, anchors, 0.25)
+    height, width = size or (64, 64)
+    want = assert_device_equals_host(path, colour_frames(height, width), **opts)
+    assert len({len(d.boxes) for d in want}) > 1
 
 
 def test_candidates_when_head_cannot_be_rewritten_then_host_path_one_warning_and_metric(
