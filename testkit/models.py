@@ -6,10 +6,12 @@ detections of a YOLOv5 (`[N, anchors, 5 + C]`), YOLOv8 (`[N, 4 + C, anchors]`) o
 (`[N, K, 6]`, or `num_dets/boxes/scores/classes`) head. `yolov8n_like_model` has YOLOv8n's layer
 structure, widths and op mix (Conv + SiLU, C2f split/concat blocks, SPPF max-pools, an FPN/PAN neck
 with Resize, a decoupled head) with random weights: about 8.7 GFLOPs at 640x640, for benchmarks.
+`frame_dependent_model` gives each image of a batch its own head.
 `with_static_batch` and `to_float16` turn any of them into a model as users often export it: with
 a fixed batch (Ultralytics without `dynamic=True`) or in float16 (`half=True`);
 `with_dynamic_output_dims` hides its output shape until it runs; `with_dynamic_image_dims` makes
 the input ['batch', 3, 'height', 'width'], as Ultralytics' `dynamic=True` export does.
+`strided_head_model` is such an export's head in small: its anchor count follows the input size.
 """
 
 from __future__ import annotations
@@ -36,11 +38,15 @@ def _finish(graph: onnx.GraphProto, names: Sequence[str] | None) -> onnx.ModelPr
     return model
 
 
-def with_dynamic_image_dims(model: onnx.ModelProto, imgsz: bool = True) -> onnx.ModelProto:
+def with_dynamic_image_dims(
+    model: onnx.ModelProto, imgsz: bool = True, anchors: bool = False
+) -> onnx.ModelProto:
     """A copy of `model` whose input is ['batch', 3, 'height', 'width'] (Ultralytics `dynamic=True`).
 
     Intermediate shapes are dropped so that nothing still states the exported size; without
-    `imgsz` the `imgsz` metadata goes too (an export that does not name its size).
+    `imgsz` the `imgsz` metadata goes too (an export that does not name its size). With
+    `anchors` the YOLOv8 output is declared ['batch', 4 + C, 'anchors'] as well, as that export
+    declares it.
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -50,6 +56,11 @@ def with_dynamic_image_dims(model: onnx.ModelProto, imgsz: bool = True) -> onnx.
     for i, name in ((0, "batch"), (2, "height"), (3, "width")):
         dims[i].Clear()
         dims[i].dim_param = name
+    if anchors:
+        head = out.graph.output[0].type.tensor_type.shape.dim
+        for i, name in ((0, "batch"), (2, "anchors")):
+            head[i].Clear()
+            head[i].dim_param = name
     if not imgsz:
         kept = [p for p in out.metadata_props if p.key != "imgsz"]
         del out.metadata_props[:]
@@ -133,6 +144,129 @@ def fixed_output_model(
         initializer=inits,
     )
     return _finish(graph, names)
+
+
+def frame_dependent_model(
+    base: npt.NDArray[np.float32],
+    step: npt.NDArray[np.float32],
+    input_size: int = 32,
+    names: Sequence[str] | None = None,
+    opset: int = OPSET,
+) -> onnx.ModelProto:
+    """A model whose output0 for an image is `base + p * step`, p its first pixel (0..1).
+
+    Each image of a batch gets its own head (a YOLOv5 or YOLOv8 layout, as `base` has it), so
+    tests can feed frames of different grey levels and get different candidates, ties and counts.
+    Its ops (Slice, Reshape, Mul, Add) read the same in every opset from 10, so `opset` may be any.
+    """
+    arr, delta = np.asarray(base, np.float32), np.asarray(step, np.float32)
+    inits = [
+        numpy_helper.from_array(arr, "fd_base"),
+        numpy_helper.from_array(delta, "fd_step"),
+        numpy_helper.from_array(np.zeros(4, np.int64), "fd_starts"),
+        numpy_helper.from_array(np.asarray([np.iinfo(np.int64).max, 1, 1, 1], np.int64), "fd_ends"),
+        numpy_helper.from_array(np.asarray([-1] + [1] * arr.ndim, np.int64), "fd_bshape"),
+    ]
+    nodes = [
+        helper.make_node("Slice", ["images", "fd_starts", "fd_ends"], ["fd_pixel"]),  # [N,1,1,1]
+        helper.make_node("Reshape", ["fd_pixel", "fd_bshape"], ["fd_p"]),  # [N, 1, 1]
+        helper.make_node("Mul", ["fd_p", "fd_step"], ["fd_delta"]),
+        helper.make_node("Add", ["fd_delta", "fd_base"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "frame_dependent",
+        [
+            helper.make_tensor_value_info(
+                "images", TensorProto.FLOAT, ["batch", 3, input_size, input_size]
+            )
+        ],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["batch", *arr.shape])],
+        initializer=inits,
+    )
+    model = _finish(graph, names)
+    model.opset_import[0].version = opset
+    onnx.checker.check_model(model)
+    return model
+
+
+def strided_head_model(imgsz: int = 64, stride: int = 8) -> onnx.ModelProto:
+    """A YOLOv8 head whose anchor count follows the input size, declared as `dynamic=True` does.
+
+    Input ['batch', 3, 'height', 'width'] (`imgsz` metadata: `imgsz`); output0 declared
+    ['batch', 7, 'anchors']. One anchor per `stride` x `stride` cell, row by row as Ultralytics
+    orders them: a box of 2 x `stride` centred on the cell (its centre from a Range over the
+    feature map's width and height, as Ultralytics' `make_anchors` computes it in the graph), and
+    3 class scores, the cell's mean red, green and blue (ties galore on flat colours). The class
+    rows are viewed as [batch, 3, -1] with the batch taken from Shape, as the export's Detect
+    head does, so only ONNX shape inference with data propagation can tell the anchor count.
+    """
+    f32 = TensorProto.FLOAT
+
+    def ints(name: str, *v: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(v, np.int64), name)
+
+    def scalar(name: str, v: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(v, np.int64), name)
+
+    def num(name: str, v: float) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(v, np.float32), name)
+
+    node = helper.make_node
+    nodes = [
+        node("AveragePool", ["images"], ["cells"], kernel_shape=[stride] * 2, strides=[stride] * 2),
+        node("Shape", ["cells"], ["cells_shape"]),  # [N, 3, h, w]
+        node("Gather", ["cells_shape", "at0"], ["n"], axis=0),  # scalars
+        node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        node("Concat", ["n1", "three", "minus_one"], ["view"], axis=0),
+        node("Reshape", ["cells", "view"], ["cls"]),  # [N, 3, h * w]
+        node("Slice", ["cells_shape", "i2", "i4", "ax0"], ["hw"]),  # [h, w]
+        node("Gather", ["cells_shape", "at2"], ["h"], axis=0),
+        node("Gather", ["cells_shape", "at3"], ["w"], axis=0),
+        node("Cast", ["h"], ["hf"], to=f32),
+        node("Cast", ["w"], ["wf"], to=f32),
+        node("Add", ["wf", "half"], ["wf_end"]),
+        node("Add", ["hf", "half"], ["hf_end"]),
+        node("Range", ["half", "wf_end", "one"], ["sx"]),  # [w]: 0.5, 1.5, ...
+        node("Range", ["half", "hf_end", "one"], ["sy"]),  # [h]
+        node("Unsqueeze", ["sy", "ax1"], ["sy_col"]),  # [h, 1]
+        node("Expand", ["sx", "hw"], ["gx"]),  # [h, w]
+        node("Expand", ["sy_col", "hw"], ["gy"]),
+        node("Reshape", ["gx", "flat"], ["ax_"]),  # [h * w]
+        node("Reshape", ["gy", "flat"], ["ay_"]),
+        node("Mul", ["ax_", "stride"], ["cx"]),
+        node("Mul", ["ay_", "stride"], ["cy"]),
+        node("Mul", ["cx", "zero"], ["z"]),
+        node("Add", ["z", "size"], ["wh"]),
+        node("Concat", ["cx", "cy", "wh", "wh"], ["box_flat"], axis=0),  # [4 * h * w]
+        node("Concat", ["four", "minus_one"], ["box_view"], axis=0),
+        node("Reshape", ["box_flat", "box_view"], ["box"]),  # [4, h * w]
+        node("Slice", ["cls", "i0", "i1", "ax1"], ["first"]),  # [N, 1, h * w]
+        node("Mul", ["first", "zero"], ["batch_zero"]),
+        node("Add", ["batch_zero", "box"], ["boxes"]),  # [N, 4, h * w]
+        node("Concat", ["boxes", "cls"], ["output0"], axis=1),
+    ]
+    inits = [
+        ints("i0", 0), ints("i1", 1), ints("i2", 2), ints("i4", 4),
+        ints("ax0", 0), ints("ax1", 1), ints("three", 3), ints("four", 4),
+        ints("minus_one", -1), ints("flat", -1), scalar("at0", 0), scalar("at2", 2),
+        scalar("at3", 3),
+        num("half", 0.5), num("one", 1.0), num("zero", 0.0),
+        num("stride", float(stride)), num("size", float(2 * stride)),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "strided_head",
+        [helper.make_tensor_value_info("images", f32, ["batch", 3, "height", "width"])],
+        [helper.make_tensor_value_info("output0", f32, ["batch", 7, "anchors"])],
+        initializer=inits,
+    )
+    model = _finish(graph, None)
+    helper.set_model_props(
+        model,
+        {"names": "{0: 'red', 1: 'green', 2: 'blue'}", "imgsz": f"[{imgsz}, {imgsz}]"},
+    )
+    return model
 
 
 def yolov5_model(

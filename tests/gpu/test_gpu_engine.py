@@ -21,11 +21,16 @@ import pytest
 
 from framebus_inferencer import gpu
 from framebus_inferencer.engine import Engine
-from framebus_inferencer.postprocess import Decoder
+from framebus_inferencer.postprocess import RawDetections
 from framebus_inferencer.providers import EngineOptions, LimitedBy
-from framebus_inferencer.settings import Provider
+from framebus_inferencer.settings import CandidateSelection, Provider
 from framebus_tools.synthetic import bright_square_model
-from testkit.models import with_dynamic_image_dims, yolov8n_like_model
+from testkit.models import (
+    frame_dependent_model,
+    strided_head_model,
+    with_dynamic_image_dims,
+    yolov8n_like_model,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -148,10 +153,124 @@ def test_engine_when_dynamic_height_width_export_on_tensorrt_then_same_boxes_as_
     gpu_engine = Engine(path, on_gpu)
     cpu_engine = Engine(path, replace(on_gpu, providers=(Provider.CPU,), require_gpu=False))
     batch = frames(3, 320)
-    got = Decoder(gpu_engine.info.head).decode(gpu_engine.infer(batch), 3)
-    want = Decoder(cpu_engine.info.head).decode(cpu_engine.infer(batch), 3)
+    got = gpu_engine.decoder().decode(gpu_engine.infer(batch), 3)
+    want = cpu_engine.decoder().decode(cpu_engine.infer(batch), 3)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.boxes, w.boxes, atol=1.0)
+
+
+def device_rows(iou_threshold: float = 0.45) -> tuple[np.ndarray, np.ndarray]:
+    """A YOLOv8 head [4 + 3, 250] of clustered boxes and tied scores, and its per-grey step.
+
+    An anchor in a pair of boxes whose IoU is within 1e-3 of `iou_threshold` scores 0.1 (below
+    the threshold on every frame): where the graph's NMS computes that IoU on the GPU, it may
+    round across the threshold, and the test is of the selection, not of a rounding.
+    """
+    rng = np.random.default_rng(0)
+    rows = np.empty((4 + 3, 250), np.float32)
+    rows[0:2] = rng.integers(4, 28, (2, 250))
+    rows[2:4] = rng.integers(2, 12, (2, 250))
+    rows[4:] = rng.choice(np.float32([0.1, 0.3, 0.5, 0.7, 0.9]), (3, 250))
+    rows[4:, :40] = 0.5  # tied across all classes: the first class, on every provider
+    step = np.zeros_like(rows)
+    step[4:] = rng.choice(np.float32([-0.3, 0, 0.3]), (3, 250))
+    half = rows[2:4].astype(np.float64) / 2
+    lo, hi = rows[0:2] - half, rows[0:2] + half  # [2, A]: x1, y1 and x2, y2
+    size = np.clip(
+        np.minimum(hi[:, :, None], hi[:, None]) - np.maximum(lo[:, :, None], lo[:, None]), 0, None
+    )
+    inter = size[0] * size[1]
+    area = (hi - lo).prod(axis=0)
+    iou = inter / (area[:, None] + area[None] - inter)
+    near = np.abs(iou - iou_threshold) < 1e-3
+    np.fill_diagonal(near, False)
+    dropped: set[int] = set()
+    for a, b in zip(*np.nonzero(np.triu(near)), strict=True):
+        if a not in dropped:  # a still scores: b goes
+            dropped.add(int(b))
+    rows[4:, sorted(dropped)], step[4:, sorted(dropped)] = 0.1, 0
+    return rows, step
+
+
+def float32_on(first: Provider, tmp_path: Path) -> EngineOptions:
+    """`first` then the CPU, a GPU required, no FP16 engine, the TensorRT cache in `tmp_path`."""
+    return EngineOptions(
+        providers=(first, Provider.CPU),
+        max_batch=4,
+        require_gpu=True,
+        trt_fp16=False,
+        trt_cache_dir=tmp_path / "trt",
+    )
+
+
+def assert_same_detections(got: list[RawDetections], want: list[RawDetections]) -> None:
+    """Per frame the same classes, boxes and scores (1e-4), in an order that ties cannot change."""
+    assert sum(len(w.boxes) for w in want) > 0  # a comparison of nothing would prove nothing
+    for g, w in zip(got, want, strict=True):
+        assert len(g.boxes) == len(w.boxes)
+        go, wo = (np.lexsort((*d.boxes.T[::-1], d.class_ids)) for d in (g, w))
+        assert g.class_ids[go].tolist() == w.class_ids[wo].tolist()
+        np.testing.assert_allclose(g.boxes[go], w.boxes[wo], atol=1e-4)
+        np.testing.assert_allclose(g.scores[go], w.scores[wo], atol=1e-4)
+
+
+@pytest.mark.parametrize("how", [CandidateSelection.AUTO, CandidateSelection.TOPK_NMS])
+@pytest.mark.parametrize("first", [Provider.CUDA, Provider.TENSORRT])
+def test_candidates_when_selected_on_the_device_then_the_cpu_host_paths_boxes(
+    tmp_path: Path, first: Provider, how: CandidateSelection
+) -> None:
+    # Issue 41 items 2 and 5 on a GPU: `auto` appends the top-K there (and `topk_nms` the NMS);
+    # the host path on the CPU is the reference. float32 throughout (no FP16 engine): values are
+    # only moved, so within 1e-4.
+    rows, step = device_rows()
+    path = save(frame_dependent_model(rows, step, names=["a", "b", "c"]), tmp_path / "m.onnx")
+    on_gpu = replace(float32_on(first, tmp_path), candidate_selection=how)
+    gpu_engine = Engine(path, on_gpu)
+    assert gpu_engine.info.candidates is not None and not gpu_engine.candidate_fallback
+    assert (gpu_engine.info.candidates.iou_threshold is not None) is (
+        how is not CandidateSelection.AUTO
+    )
+    gpu_engine.warm_up()  # the first run is profiled: which provider ran the graph
+    assert gpu_engine.graph_provider != CPU, gpu_engine.provider_times
+    cpu_engine = Engine(
+        path,
+        replace(
+            on_gpu,
+            providers=(Provider.CPU,),
+            require_gpu=False,
+            candidate_selection=CandidateSelection.AUTO,
+        ),
+    )
+    assert cpu_engine.info.candidates is None  # auto on the CPU: the host path
+    batch = [np.full((32, 32, 3), 40 * i, np.uint8) for i in range(4)]
+    got = gpu_engine.decoder().decode(gpu_engine.infer(batch), 4)
+    want = cpu_engine.decoder().decode(cpu_engine.infer(batch), 4)
+    assert_same_detections(got, want)
+    assert len({len(w.boxes) for w in want}) > 1  # the frames really differ
+
+
+@pytest.mark.parametrize("first", [Provider.CUDA, Provider.TENSORRT])
+def test_candidates_when_dynamic_export_head_on_the_device_then_its_anchors_and_host_boxes(
+    tmp_path: Path, first: Provider
+) -> None:
+    # The README's `dynamic=True` export declares output0 ['batch', 4 + C, 'anchors']: the
+    # anchor count is inferred at the pinned size (64 x 64 here: 64 anchors), so the GPU selects.
+    path = save(strided_head_model(64), tmp_path / "dynamic.onnx")
+    on_gpu = float32_on(first, tmp_path)
+    gpu_engine = Engine(path, on_gpu)
+    assert gpu_engine.info.candidates is not None
+    assert gpu_engine.info.candidates.anchors == 64
+    gpu_engine.warm_up()
+    cpu_engine = Engine(path, replace(on_gpu, providers=(Provider.CPU,), require_gpu=False))
+    batch = []
+    for i in range(4):
+        frame = np.full((64, 64, 3), 40, np.uint8)
+        frame[8 * i : 8 * i + 24, 4 : 4 + 16 * (i + 1)] = (230, 40, 40)
+        frame[32:, 32 - 8 * i :] = (40, 200, 120)
+        batch.append(frame)
+    got = gpu_engine.decoder().decode(gpu_engine.infer(batch), 4)
+    want = cpu_engine.decoder().decode(cpu_engine.infer(batch), 4)
+    assert_same_detections(got, want)
 
 
 def test_nvml_when_engine_on_cuda_device_0_then_that_device_by_bus_id_and_memory_read(

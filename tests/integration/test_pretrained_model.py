@@ -16,7 +16,9 @@ framebus runs the model twice: as exported, and with its input made ['batch', 3,
 'width'], the shape the README's `yolo export ... dynamic=True` gives (framebus pins height and
 width to the size the `imgsz` metadata names). This is the same network with its input shape
 rewritten, not a re-export by Ultralytics (which would also compute its anchors from the input
-shape): PyTorch and Ultralytics are not installed here.
+shape): PyTorch and Ultralytics are not installed here. It also runs with the candidates selected
+in the graph (`topk`, `topk_nms`: issue 41), matched against its own host path, as exported and
+with its output declared ['batch', 6, 'anchors'] as `dynamic=True` declares it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from framebus_inferencer.engine import Engine
 from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.records import boxes_of
-from framebus_inferencer.settings import HeadFormat, Provider
+from framebus_inferencer.settings import CandidateSelection, HeadFormat, Provider
 from framebus_tools.localkafka import default_home
 from testkit.models import with_dynamic_image_dims
 
@@ -138,7 +140,7 @@ def framebus_detections(engine: Engine, rgb: npt.NDArray[np.uint8]) -> list[Foun
         pad_y=lb.pad_y,
         tensor=buffer.tensor.tobytes(),
     )
-    decoder = Decoder(engine.info.head, CONF, IOU, MAX_DET)
+    decoder = Decoder(engine.info.head, CONF, IOU, MAX_DET, engine.info.candidates)
     (det,) = decoder.decode(engine.infer([buffer.tensor]), 1)
     boxes = boxes_of(det, frame, engine.info.class_names)
     return [Found((b.x1, b.y1, b.x2, b.y2), b.class_name, b.score) for b in boxes]
@@ -214,9 +216,13 @@ def reference_detections(
     return out_boxes
 
 
-def warm_engine(path: Path) -> Engine:
-    """framebus's engine on the model (CPU), warmed up as the service does (head checked there)."""
-    eng = Engine(path, EngineOptions(providers=(Provider.CPU,), max_batch=1))
+def warm_engine(path: Path, how: CandidateSelection = CandidateSelection.AUTO) -> Engine:
+    """framebus's engine on the model (CPU), warmed up as the service does (head checked there).
+
+    `auto` on the CPU provider is the host path: the raw head is decoded with numpy.
+    """
+    opts = EngineOptions(providers=(Provider.CPU,), max_batch=1, candidate_selection=how)
+    eng = Engine(path, opts)
     eng.warm_up()
     return eng
 
@@ -298,6 +304,54 @@ def test_pretrained_model_when_dynamic_height_width_export_then_pinned_to_imgsz_
     for name in ("person.jpg", "dog.jpg", "horses.jpg"):
         rgb = photo(name)
         assert framebus_detections(dynamic, rgb) == framebus_detections(exported, rgb), name
+
+
+@pytest.fixture(scope="module")
+def dynamic_head(fall_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model as `dynamic=True` declares it: input and output0 ['batch', 6, 'anchors']."""
+    path = tmp_path_factory.mktemp("dynamic-head") / "fall-dynamic-head.onnx"
+    onnx.save(with_dynamic_image_dims(onnx.load(str(fall_model)), anchors=True), str(path))
+    return path
+
+
+@pytest.mark.parametrize("form", ["as-exported", "dynamic-head"])
+@pytest.mark.parametrize("how", [CandidateSelection.TOPK, CandidateSelection.TOPK_NMS])
+def test_pretrained_model_when_candidates_selected_in_the_graph_then_the_host_paths_boxes(
+    fall_model: Path,
+    dynamic_head: Path,
+    exported: Engine,
+    how: CandidateSelection,
+    form: str,
+) -> None:
+    # The issue's bar: matched at IoU >= 0.99 with scores within 1e-3 (on the CPU provider the
+    # top-K rows are the raw head's values, so they come out equal). The dynamic head's anchor
+    # count is inferred at the pinned 640 x 640 (else the host would select: a fallback).
+    in_graph = warm_engine(fall_model if form == "as-exported" else dynamic_head, how)
+    assert in_graph.info.candidates is not None and exported.info.candidates is None
+    assert (in_graph.info.candidates.k, in_graph.info.candidates.anchors) == (300, 8400)
+    if form == "as-exported":
+        assert in_graph.info.static_batch == 1  # the surgery follows the static batch
+    compared = 0
+    for name in ("person.jpg", "dog.jpg", "horses.jpg", "eagle.jpg", "giraffe.jpg"):
+        rgb = photo(name)
+        host, device = framebus_detections(exported, rgb), framebus_detections(in_graph, rgb)
+        assert len(device) == len(host), (name, host, device)
+        compared += len(host)
+        unmatched = list(device)
+        for theirs in host:
+            match = next(
+                (
+                    f
+                    for f in unmatched
+                    if f.name == theirs.name
+                    and iou(f.xyxy, theirs.xyxy) >= 0.99
+                    and abs(f.score - theirs.score) <= 1e-3
+                ),
+                None,
+            )
+            assert match is not None, (name, theirs, device)
+            unmatched.remove(match)
+    assert compared > 0  # a comparison of nothing would prove nothing
 
 
 def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from framebus.errors import ModelError
 from framebus_inferencer.graph import InputSpec
+from framebus_inferencer.postprocess import CandidateRows
 from framebus_inferencer.settings import HeadFormat
 
 
@@ -36,6 +37,14 @@ class ModelInfo:
     output_names: tuple[str, ...]
     class_names: tuple[str, ...]
     head: HeadFormat
+    # The graph selects the head's candidates (candidates.py); None: the raw head comes back.
+    candidates: CandidateRows | None = None
+
+    @property
+    def candidate_selection(self) -> str:
+        """Where the candidates are selected: `device` (in the graph) or `host` (postprocess)."""
+        on_device = self.candidates is not None or self.head is HeadFormat.END2END
+        return "device" if on_device else "host"
 
     @property
     def static_batch(self) -> int | None:

@@ -5,6 +5,8 @@ Three output layouts are understood:
 - YOLOv8 / YOLO11: one output `[N, 4 + classes, anchors]` (cx, cy, w, h, class scores);
 - end-to-end (NMS inside the model): one output `[N, K, 6]` (x1, y1, x2, y2, score, class), or
   the four outputs `num_dets [N, 1]`, `boxes [N, K, 4]`, `scores [N, K]`, `classes [N, K]`.
+A YOLOv5 or YOLOv8 head whose candidates the graph selects (`candidates.py`) comes out as
+`CandidateRows`: K rows a frame, decoded with the same arithmetic and NMS as the raw head.
 Boxes are in model-input pixels; `framebus.letterbox.boxes_to_original` maps them back.
 `detect_head` tells the layout from the output shapes, or refuses to guess; `Decoder.check` proves
 on real (warm-up) outputs that they decode, so a wrong head stops start-up, not a stream.
@@ -21,10 +23,26 @@ import numpy as np
 import numpy.typing as npt
 
 from framebus.errors import ModelError
-from framebus_inferencer.settings import HeadFormat
+from framebus_inferencer.settings import MAX_CANDIDATES, HeadFormat
 
 FloatArray = npt.NDArray[np.float32]
-MAX_NMS_CANDIDATES = 30000  # as in the YOLO reference code: bounds NMS time on noisy frames
+MAX_NMS_CANDIDATES = MAX_CANDIDATES  # as in the YOLO reference code: bounds NMS time
+ROW_WIDTH = 7  # a candidate row: cx, cy, w, h, score, class id, anchor index
+
+
+@dataclass(frozen=True)
+class CandidateRows:
+    """The output of candidate selection in the graph: [N, K, 7] float32, best score first.
+
+    Each row is cx, cy, w, h, score, class id, anchor index; a row whose anchor is below the
+    graph's `threshold` has score -inf. `iou_threshold` is None when NMS runs on the host; when
+    the graph ran it, the rows it suppressed have class id -1. `anchors`: the head's anchor count.
+    """
+
+    k: int
+    anchors: int
+    threshold: float
+    iou_threshold: float | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,8 @@ class RawDetections:
     boxes: FloatArray
     scores: FloatArray
     class_ids: npt.NDArray[np.int64]
+    # All K candidate rows of the graph were above the threshold: more may have been cut.
+    saturated: bool = False
 
     @classmethod
     def empty(cls) -> RawDetections:
@@ -176,9 +196,27 @@ class Decoder:
     conf_threshold: float = 0.25
     iou_threshold: float = 0.45
     max_detections: int = 300
+    candidates: CandidateRows | None = None  # the graph selected them (candidates.py)
+
+    def __post_init__(self) -> None:
+        rows = self.candidates
+        if rows is None:
+            return
+        if self.conf_threshold < rows.threshold:
+            raise ModelError(
+                f"the model's graph keeps candidates from a score of {rows.threshold:g}, above "
+                f"the confidence threshold {self.conf_threshold:g}: build the engine with it"
+            )
+        if rows.iou_threshold is not None and rows.iou_threshold != self.iou_threshold:
+            raise ModelError(
+                f"the model's graph runs NMS at IoU {rows.iou_threshold:g}, not "
+                f"{self.iou_threshold:g}: build the engine with it"
+            )
 
     def decode(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> list[RawDetections]:
         """Detections of the first `n` images of a (possibly padded) batch."""
+        if self.candidates is not None:
+            return [self._candidate_rows(outputs[0][i], self.candidates) for i in range(n)]
         if self.head is HeadFormat.YOLOV8:
             return [self._candidates_v8(outputs[0][i]) for i in range(n)]
         if self.head is HeadFormat.YOLOV5:
@@ -193,7 +231,9 @@ class Decoder:
         A declared shape may leave dims unknown; the real outputs show whether the head fits.
         """
         shapes = [o.shape for o in outputs]
-        why = head_misfit(self.head, shapes)
+        why = (
+            head_misfit(self.head, shapes) if self.candidates is None else self._rows_misfit(shapes)
+        )
         if why is None:
             try:
                 self.decode(outputs, n)
@@ -229,9 +269,40 @@ class Decoder:
         cand = np.asarray(pred[keep], np.float32)
         return self._nms(cand[:, :4], cand[:, 5:] * cand[:, 4:5])
 
+    def _rows_misfit(self, shapes: Sequence[Shape]) -> str | None:
+        k = self.candidates.k if self.candidates is not None else 0
+        if len(shapes) != 1 or tuple(shapes[0][1:]) != (k, ROW_WIDTH):
+            return f"candidate selection in the graph returns one [N, {k}, {ROW_WIDTH}] output"
+        return None
+
+    def _candidate_rows(
+        self, rows: npt.NDArray[np.generic], layout: CandidateRows
+    ) -> RawDetections:
+        # The rows the raw head's filter would find, in its order (by anchor): the same NMS input.
+        found = np.asarray(rows, np.float32)
+        valid = np.flatnonzero(found[:, 4] >= self.conf_threshold)
+        saturated = valid.size == layout.k < layout.anchors
+        if valid.size == 0:
+            return RawDetections.empty()
+        cand = found[valid]
+        cand = cand[np.argsort(cand[:, 6], kind="stable")]
+        class_ids = cand[:, 5].astype(np.int64)
+        if layout.iou_threshold is None:
+            det = self._kept(cand[:, :4], cand[:, 4], class_ids)
+        else:  # NMS ran in the graph: its survivors, best first, ties by anchor as nms() orders
+            kept = np.flatnonzero(class_ids >= 0)
+            kept = kept[np.argsort(-cand[kept, 4], kind="stable")][: self.max_detections]
+            det = RawDetections(cxcywh_to_xyxy(cand[kept, :4]), cand[kept, 4], class_ids[kept])
+        return RawDetections(det.boxes, det.scores, det.class_ids, saturated)
+
     def _nms(self, cxcywh: FloatArray, class_scores: FloatArray) -> RawDetections:
         class_ids = class_scores.argmax(axis=1)
         scores = class_scores[np.arange(len(class_scores)), class_ids]
+        return self._kept(cxcywh, scores, class_ids)
+
+    def _kept(
+        self, cxcywh: FloatArray, scores: FloatArray, class_ids: npt.NDArray[np.int64]
+    ) -> RawDetections:
         keep = np.flatnonzero(scores >= self.conf_threshold)
         if keep.size > MAX_NMS_CANDIDATES:
             keep = keep[np.argsort(-scores[keep], kind="stable")[:MAX_NMS_CANDIDATES]]

@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from framebus.pixels import FrameFormat
-from framebus_inferencer.settings import CudnnConvAlgoSearch, Provider, Spinning
+from framebus_inferencer.settings import (
+    CandidateSelection,
+    CudnnConvAlgoSearch,
+    Provider,
+    Spinning,
+)
 
 GPU_PROVIDERS = frozenset({Provider.TENSORRT.ort_name, Provider.CUDA.ort_name})
 
@@ -36,6 +41,12 @@ class EngineOptions:
     require_gpu: bool = False
     # The frames the graph's input takes (an I420 input converts colour inside the graph).
     frame_format: FrameFormat = FrameFormat.RGB
+    # Candidate selection appended to a raw YOLO head (candidates.py): the graph's threshold,
+    # its top-K and, with topk_nms, its NMS IoU threshold.
+    candidate_selection: CandidateSelection = CandidateSelection.AUTO
+    max_candidates: int = 300
+    confidence_threshold: float = 0.25
+    iou_threshold: float = 0.45
 
     @property
     def image_size(self) -> tuple[int, int] | None:

@@ -45,6 +45,10 @@ def engine_options(settings: InferencerSettings) -> EngineOptions:
         intra_op_spinning=settings.intra_op_spinning,
         require_gpu=settings.require_gpu,
         frame_format=settings.frame_format,
+        candidate_selection=settings.candidate_selection,
+        max_candidates=settings.max_candidates,
+        confidence_threshold=settings.confidence_threshold,
+        iou_threshold=settings.iou_threshold,
     )
 
 
@@ -65,6 +69,7 @@ def build_engine(settings: InferencerSettings) -> Engine:
             "input_conversion": engine.info.input.to_float,
             "frame_format": engine.info.input.pixel_format.value,
             "batch_mode": engine.info.batch_mode.value,
+            "candidate_selection": engine.info.candidate_selection,
             "buckets": engine.buckets,
         },
     )
@@ -77,6 +82,8 @@ def describe_engine(stats: InferencerStats, engine: Engine) -> None:
         engine.info.batch_mode.value,
         engine.info.static_batch or 0,
         tuple((m.provider, m.kind.value) for m in engine.fallbacks),
+        engine.info.candidate_selection,
+        engine.candidate_fallback,
     )
 
 

@@ -7,7 +7,8 @@ provider whose session creation fails is dropped by the engine, with ORT's reaso
 session that results is compared with what was asked (`fallback.session_mismatches`).
 
 What depends on the provider (a Cast + Mul input conversion where TensorRT runs the graph, a
-DequantizeLinear elsewhere; CPU threads spinning only when no GPU provider runs it) is decided
+DequantizeLinear elsewhere; CPU threads spinning only when no GPU provider runs it; candidate
+selection in the graph by default only when a GPU runs it) is decided
 from the providers the session really has: when ORT left one out that changes either, the
 session is made again without it. `get_available_providers()` only lists what the wheel was
 built with, so it is used for nothing but skipping providers the build does not have.
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 CPU = Provider.CPU.ort_name
 TENSORRT = Provider.TENSORRT.ort_name
 Chain = list[tuple[str, dict[str, Any]]]
+Tail = Callable[[onnx.ModelProto, bool], onnx.ModelProto]
 
 
 class ProviderFallbackError(ModelError):
@@ -78,9 +81,13 @@ def decisions(providers: list[str]) -> tuple[bool, bool]:
     return TENSORRT in providers, bool(GPU_PROVIDERS.intersection(providers))
 
 
-def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
+def open_session(
+    model: onnx.ModelProto, opts: EngineOptions, tail: Tail | None = None
+) -> OpenedSession:
     """Create the session on the first provider of the chain that works, and say what differs.
 
+    `tail(model, gpu)` rewrites the model's output end for the providers tried (`gpu`: a GPU
+    provider is among them), e.g. candidate selection; its last call made the session's graph.
     Raises ProviderFallbackError under `require_gpu` once no GPU provider is left, with ORT's
     reason for each; any other ONNX Runtime error of the last provider (the CPU) propagates.
     """
@@ -95,9 +102,11 @@ def open_session(model: onnx.ModelProto, opts: EngineOptions) -> OpenedSession:
     found: list[ProviderMismatch] = []
     while True:
         _require_gpu(opts, remaining, found, skipped, available)
+        tensorrt, gpu = decisions(remaining)
+        tailed = model if tail is None else tail(model, gpu)
         spec_model, spec = prepend_uint8_input(
-            model,
-            dequantize=not decisions(remaining)[0],
+            tailed,
+            dequantize=not tensorrt,
             size=opts.image_size,
             frame_format=opts.frame_format,
         )

@@ -23,6 +23,7 @@ from framebus.topology import TopicSettings
 # Floor of the default commit window: at small batches consecutive batches come from one partition
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
 MIN_COMMIT_WINDOW = 32
+MAX_CANDIDATES = 30000  # the host path's own cap on the candidates NMS sees (postprocess.py)
 
 
 class Provider(enum.Enum):
@@ -64,6 +65,20 @@ class HeadFormat(enum.Enum):
     YOLOV5 = "yolov5"
     YOLOV8 = "yolov8"
     END2END = "end2end"
+
+
+class CandidateSelection(enum.Enum):
+    """Where a raw YOLO head's candidates are selected (`candidates.py`).
+
+    `topk`: in the graph (best class score, threshold, top `max_candidates`), NMS on the host;
+    `topk_nms`: NMS in the graph too; `host`: the whole raw head comes back to the host;
+    `auto`: `topk` when a GPU provider runs the graph, else `host`.
+    """
+
+    AUTO = "auto"
+    TOPK = "topk"
+    TOPK_NMS = "topk_nms"
+    HOST = "host"
 
 
 class CudnnConvAlgoSearch(enum.Enum):
@@ -123,6 +138,18 @@ class InferencerSettings:
     confidence_threshold: float = setting(0.25, "Minimum score of a reported box.")
     iou_threshold: float = setting(0.45, "IoU above which NMS suppresses a box of the same class.")
     max_detections: int = setting(300, "At most this many boxes per frame, best first.")
+    candidate_selection: CandidateSelection = setting(
+        CandidateSelection.AUTO,
+        "Where a raw YOLO head's candidates are selected: topk (in the model graph, on the "
+        "device: threshold and top max_candidates; NMS on the host), topk_nms (NMS in the graph "
+        "too), host (the whole head comes back), auto (topk when a GPU provider runs the graph, "
+        "else host); a head the graph cannot take stays on the host.",
+    )
+    max_candidates: int = setting(
+        300,
+        "topk, topk_nms: candidate rows per frame the graph returns, best score first (a frame "
+        "with more anchors above the threshold loses the rest).",
+    )
     providers: tuple[Provider, ...] = setting(
         (Provider.TENSORRT, Provider.CUDA, Provider.CPU),
         "Execution providers to try, in order; unavailable ones are skipped.",
@@ -196,6 +223,12 @@ class InferencerSettings:
         check(0 <= self.confidence_threshold <= 1, "confidence_threshold", "must be in [0, 1]")
         check(0 <= self.iou_threshold <= 1, "iou_threshold", "must be in [0, 1]")
         check(self.max_detections >= 1, "max_detections", "must be >= 1")
+        check(
+            self.candidate_selection is CandidateSelection.HOST
+            or self.max_detections <= self.max_candidates <= MAX_CANDIDATES,
+            "max_candidates",
+            f"must be between max_detections and {MAX_CANDIDATES}",
+        )
         check(bool(self.providers), "providers", "must name at least one provider")
         check(self.intra_op_threads >= 0, "intra_op_threads", "must be >= 0")
         check(self.cpu_arena_limit_bytes >= 0, "cpu_arena_limit_bytes", "must be >= 0")

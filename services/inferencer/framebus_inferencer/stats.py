@@ -150,6 +150,10 @@ class InferencerStats:
     arena_limit_excludes: str = "none"  # e.g. tensorrt_engines: allocations the limit misses
     batch_mode: str = ""  # "batched", or "loop" for a static-batch model (see engine.BatchMode)
     static_batch: int = 0  # the model's fixed batch size; 0 when its batch is dynamic
+    candidate_selection: str = ""  # "device" (in the model graph) or "host" (postprocess.py)
+    candidate_fallback: bool = False  # the graph was to select them and cannot take the head
+    # Frames whose K candidate rows were all above the threshold (more may have been cut).
+    saturated_frames: int = 0
     frames_received: int = 0
     batches: int = 0
     by_status: Counter[str] = field(default_factory=Counter)
@@ -206,12 +210,25 @@ class InferencerStats:
             self.arena_limit_excludes = excludes
 
     def engine_described(
-        self, batch_mode: str, static_batch: int, fallbacks: tuple[tuple[str, str], ...]
+        self,
+        batch_mode: str,
+        static_batch: int,
+        fallbacks: tuple[tuple[str, str], ...],
+        candidate_selection: str = "",
+        candidate_fallback: bool = False,
     ) -> None:
-        """How a batch runs and which providers fell back at load."""
+        """How a batch runs, which providers fell back at load, where candidates are selected."""
         with self._lock:
             self.batch_mode, self.static_batch = batch_mode, static_batch
             self.provider_fallbacks = fallbacks
+            self.candidate_selection = candidate_selection
+            self.candidate_fallback = candidate_fallback
+
+    def candidates_saturated(self, frames: int) -> None:
+        """`frames` frames of a batch filled all K candidate rows of the graph."""
+        if frames:
+            with self._lock:
+                self.saturated_frames += frames
 
     def engine_ran(self, provider: str, time_share: dict[str, float]) -> None:
         """The provider that ran the warm-up's graph, and each provider's share of its time."""

@@ -114,6 +114,25 @@ class StatsCollector:
             "mode",
             s.batch_mode,
         )
+        yield info(
+            f"{p}_candidate_selection",
+            "Where a frame's candidate boxes are selected: device (in the model graph: a raw "
+            "YOLO head's top-K, or an end-to-end head) or host (the whole head is copied back)",
+            "where",
+            s.candidate_selection,
+        )
+        yield GaugeMetricFamily(
+            f"{p}_candidate_selection_fallback",
+            "1 when FRAMEBUS_CANDIDATE_SELECTION asks for selection in the graph (or auto with a "
+            "GPU) and the graph cannot take the model's head, so the host selects; the log says why",
+            value=int(s.candidate_fallback),
+        )
+        yield CounterMetricFamily(
+            f"{p}_candidates_saturated_frames",
+            "Frames whose candidate rows from the graph were all above the confidence threshold "
+            "(more may have been cut: raise FRAMEBUS_MAX_CANDIDATES)",
+            value=s.saturated_frames,
+        )
         yield GaugeMetricFamily(
             f"{p}_model_static_batch",
             "The model's fixed batch size (0: dynamic batch)",

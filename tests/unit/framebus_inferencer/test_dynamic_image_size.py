@@ -11,7 +11,6 @@ from framebus.errors import ModelError
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import metadata_size, prepend_uint8_input
 from framebus_inferencer.model import InputSizeError, check_input_size
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import Provider
 from framebus_tools.synthetic import bright_square_model
@@ -25,7 +24,7 @@ def dims_of(value: onnx.ValueInfoProto) -> list[int | str]:
 
 
 def boxes(engine: Engine, frames: list[np.ndarray]) -> list[list[list[float]]]:
-    dets = Decoder(engine.info.head).decode(engine.infer(frames), len(frames))
+    dets = engine.decoder().decode(engine.infer(frames), len(frames))
     return [d.boxes.tolist() for d in dets]
 
 

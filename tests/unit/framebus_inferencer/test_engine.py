@@ -13,7 +13,6 @@ import pytest
 
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.graph import prepend_uint8_input
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.session import ProviderFallbackError
 from framebus_inferencer.settings import HeadFormat, Provider
@@ -35,7 +34,7 @@ def run_engine(path: Path, n: int = 3, max_batch: int = 4):
     engine = Engine(path, EngineOptions(max_batch=max_batch))
     engine.warm_up()
     outputs = engine.infer(frames(n))
-    return engine, Decoder(engine.info.head, 0.25, 0.45).decode(outputs, n)
+    return engine, engine.decoder().decode(outputs, n)
 
 
 def test_engine_when_yolov5_model_then_head_detected_and_boxes_parsed(tmp_path: Path) -> None:
@@ -124,7 +123,7 @@ def test_engine_when_bright_square_then_input_conversion_matches_float_model(
     frame = np.full((640, 640, 3), 24, np.uint8)
     frame[100:200, 300:380] = 235
     out = engine.infer([frame])
-    (det,) = Decoder(engine.info.head).decode(out, 1)
+    (det,) = engine.decoder().decode(out, 1)
     np.testing.assert_allclose(det.boxes, [[300, 100, 380, 200]])
 
 

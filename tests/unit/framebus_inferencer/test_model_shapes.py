@@ -24,7 +24,6 @@ from framebus_inferencer.pipeline.control import Control
 from framebus_inferencer.pipeline.handoff import Publication, StageQueue, Work
 from framebus_inferencer.pipeline.infer import Inference
 from framebus_inferencer.pipeline.tracing import BatchTracing
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.settings import HeadFormat, InferencerSettings
 from framebus_inferencer.stats import InferencerStats
@@ -55,7 +54,7 @@ def squares(n: int) -> tuple[list[np.ndarray], list[list[float]]]:
 
 def detect(engine: Engine, frames: list[np.ndarray]) -> list[list[float]]:
     outputs = engine.infer(frames)
-    dets = Decoder(engine.info.head).decode(outputs, len(frames))
+    dets = engine.decoder().decode(outputs, len(frames))
     assert all(len(d.boxes) == 1 for d in dets)  # the shifted duplicate anchor is suppressed
     return [d.boxes[0].tolist() for d in dets]
 
@@ -141,7 +140,7 @@ def test_engine_when_static_batch_end2end_model_then_outputs_of_each_call_gather
     onnx.save(with_static_batch(end2end_model(rows, input_size=SIZE), 1), str(path))
     engine = Engine(path, EngineOptions(max_batch=4))
     outputs = engine.infer(squares(3)[0])
-    dets = Decoder(engine.info.head).decode(outputs, 3)
+    dets = engine.decoder().decode(outputs, 3)
     assert [d.boxes.tolist() for d in dets] == [[[1, 2, 3, 4]]] * 3
 
 
@@ -212,7 +211,7 @@ def test_engine_when_yolov8_head_has_one_anchor_and_two_class_names_then_frames_
     assert engine.info.head is HeadFormat.YOLOV8
     engine.warm_up()
     frames = [np.full((32, 32, 3), 9 * i, np.uint8) for i in range(3)]
-    dets = Decoder(engine.info.head).decode(engine.infer(frames), 3)
+    dets = engine.decoder().decode(engine.infer(frames), 3)
     for det in dets:
         np.testing.assert_allclose(det.boxes, [[12, 12, 20, 20]])
         assert det.class_ids.tolist() == [1]
@@ -226,7 +225,7 @@ def test_engine_when_one_anchor_yolov8_head_has_no_class_names_then_still_yolov8
     engine = Engine(save(yolov8_model(ONE_ANCHOR), tmp_path / "one.onnx"), EngineOptions())
     assert engine.info.head is HeadFormat.YOLOV8 and engine.info.class_names == ()
     engine.warm_up()
-    (det,) = Decoder(engine.info.head).decode(engine.infer([np.zeros((32, 32, 3), np.uint8)]), 1)
+    (det,) = engine.decoder().decode(engine.infer([np.zeros((32, 32, 3), np.uint8)]), 1)
     assert det.class_ids.tolist() == [1]
 
 

@@ -28,7 +28,6 @@ from framebus_inferencer.fallback import (
     option_differences,
     session_mismatches,
 )
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.service import describe_engine
 from framebus_inferencer.session import ProviderFallbackError
@@ -97,7 +96,7 @@ def test_engine_when_the_wheel_lists_gpu_providers_that_do_not_load_then_each_re
     assert spinning(engine) == "1"
     frame = np.full((32, 32, 3), 24, np.uint8)
     frame[4:12, 8:20] = 235
-    (det,) = Decoder(engine.info.head).decode(engine.infer([frame]), 1)
+    (det,) = engine.decoder().decode(engine.infer([frame]), 1)
     assert det.boxes.tolist() == [[8.0, 4.0, 20.0, 12.0]]
 
 

@@ -4,7 +4,6 @@ import numpy as np
 
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.pipeline.staging import StagingPool
-from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 
 
@@ -26,8 +25,8 @@ def test_staging_pool_when_frames_staged_then_same_detections_as_copying_path(
     frames = _frames(3)
     slot = pool.stage(frames)
     assert slot is not None and slot.bucket == 4
-    staged = Decoder(engine.info.head).decode(engine.infer_slot(slot, 3), 3)
-    copied = Decoder(engine.info.head).decode(engine.infer(frames), 3)
+    staged = engine.decoder().decode(engine.infer_slot(slot, 3), 3)
+    copied = engine.decoder().decode(engine.infer(frames), 3)
     for a, b in zip(staged, copied, strict=True):
         np.testing.assert_allclose(a.boxes, b.boxes)
     assert [d.boxes.tolist() for d in staged][2] == [[300.0, 120.0, 380.0, 220.0]]
@@ -70,7 +69,7 @@ def test_input_slot_when_bucket_ran_before_then_outputs_bound_at_once_and_detect
     slot.fill(_frames(3))
     out = engine.infer_slot(slot, 3)
     assert out[0] is slot.outputs[0]  # written in place, not copied out
-    boxes = Decoder(engine.info.head).decode(out, 3)[2].boxes.tolist()
+    boxes = engine.decoder().decode(out, 3)[2].boxes.tolist()
     assert boxes == [[300.0, 120.0, 380.0, 220.0]]
 
 

@@ -50,6 +50,7 @@ class Inference:
             settings.confidence_threshold,
             settings.iou_threshold,
             settings.max_detections,
+            engine.info.candidates,
         )
         self.model = (engine.info.name, engine.info.version)
         self.codec = DetectionsCodec()
@@ -133,6 +134,7 @@ class Inference:
         inference_ms = self.clock_ms() - started
         waits = [started - p.received_ms for p in batch.frames]
         self.stats.batch(len(batch.frames), batch.reason, inference_ms, waits)
+        self.stats.candidates_saturated(sum(det.saturated for det in raw))
         out = []
         names = self.engine.info.class_names
         for p, det, wait in zip(batch.frames, raw, waits, strict=True):
