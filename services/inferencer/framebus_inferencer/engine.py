@@ -27,6 +27,7 @@ import numpy.typing as npt
 import onnx
 
 from framebus.errors import ModelError
+from framebus_inferencer.enginecpu import EngineCpu
 from framebus_inferencer.fallback import ProviderMismatch
 from framebus_inferencer.graph import InputSpec
 from framebus_inferencer.model import ModelInfo, static_batch_note
@@ -83,9 +84,12 @@ class Engine:
             raise ModelError(
                 f"model file not found: {model_path} (set FRAMEBUS_MODEL_PATH / --model-path)"
             )
+        # CPU spent in run calls, ONNX Runtime's own threads included (those the session makes).
+        self.cpu = EngineCpu()
         try:
             raw = model_path.read_bytes()
-            opened = open_session(onnx.load_from_string(raw), self.options)
+            with self.cpu.session_threads():
+                opened = open_session(onnx.load_from_string(raw), self.options)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
         self.session = opened.session
@@ -305,7 +309,8 @@ class Engine:
     def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:
         if self.device != "cpu":
             slot.input.update_inplace(slot.staging)
-        self.session.run_with_iobinding(slot.binding)
+        with self.cpu.run():
+            self.session.run_with_iobinding(slot.binding)
         if slot.outputs is None:
             if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
                 return list(slot.binding.copy_outputs_to_cpu())
