@@ -87,10 +87,10 @@ def open_device(
 
     (SOFTWARE, None, None) for `none`; (SOFTWARE, None, why) when nothing opens.
     """
-    listed = hwdevices_available() if listed is None else listed
-    tried = candidates(mode, listed)
     if mode is HwAccel.NONE:
         return SOFTWARE, None, None
+    listed = hwdevices_available() if listed is None else listed
+    tried = candidates(mode, listed)
     if not tried:
         return SOFTWARE, None, not_in_build(mode, listed)
     failures = []
