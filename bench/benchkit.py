@@ -229,8 +229,37 @@ def process_usage(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) * TICK_S, int(fields[7])
 
 
-def broker_pids() -> list[int]:
-    """The local Kafka brokers' processes (`framebus kafka start` runs kafka.Kafka); [] if none."""
+def listening_pids(port: int) -> list[int]:
+    """The processes with a socket listening on TCP `port` (any address); [] if none is seen."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                    inodes.add(f"socket:[{cols[9]}]")
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                pids.append(int(entry.name))
+    return pids
+
+
+def broker_pids(bootstrap: str | None = None) -> list[int]:
+    """The local Kafka broker's process: the one serving `bootstrap`'s port when one does.
+
+    Other brokers on the host (other suites' and engineers') are left out; without `bootstrap`,
+    or when no process is seen listening on its port, every `kafka.Kafka` process (`framebus kafka
+    start` runs that class) is counted.
+    """
+    if bootstrap:
+        host_port = bootstrap.split(",")[0]
+        serving = listening_pids(int(host_port.rsplit(":", 1)[1]))
+        if serving:
+            return serving
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -313,7 +342,7 @@ def bare_consume(
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = first_wall = 0.0
     start = resource.getrusage(resource.RUSAGE_SELF)  # reset at the first batch
-    brokers = broker_pids()
+    brokers = broker_pids(kafka.bootstrap_servers)
     host0 = host_usage(brokers)
     deadline = time.monotonic() + 120
     while got < frames:
@@ -446,7 +475,7 @@ def run_inferencer(
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         wrapper = [py_spy, "record", "--format", "raw", "-o", str(profile), "--"]
     samples: UsageSamples = []
-    brokers = broker_pids()
+    brokers = broker_pids(env.get("FRAMEBUS_BOOTSTRAP_SERVERS"))
     log_path.unlink(missing_ok=True)
     proc = ServiceProcess("inferencer", env, log_path, wrapper=wrapper)
     deadline = time.monotonic() + timeout_s
@@ -459,6 +488,23 @@ def run_inferencer(
             samples.append((time.time(), *usage, *host_usage(brokers)))
         time.sleep(CPU_SAMPLE_S)
     return code, samples
+
+
+def usage_between(samples: UsageSamples, t0: float, t1: float) -> tuple[float, float, float, float]:
+    """CPU s, minor faults, host busy CPU s and broker CPU s between t0 and t1, interpolated.
+
+    nan for all if the samples do not cover that window.
+    """
+    if len(samples) < 2 or not samples[0][0] <= t0 <= t1 <= samples[-1][0]:
+        nan = float("nan")
+        return nan, nan, nan, nan
+    times = [s[0] for s in samples]
+
+    def between(column: int) -> float:
+        values = [s[column] for s in samples]
+        return float(np.interp(t1, times, values) - np.interp(t0, times, values))
+
+    return between(1), between(2), between(3), between(4)
 
 
 def read_detections(kafka: KafkaSettings, topic: str, frames: int) -> list[Any]:

@@ -14,7 +14,8 @@ a replica in front of a fast GPU. Two sides, each against a baseline measured in
   what else ran (the local broker's and the rest of the host's CPU, in cores).
 - decoder: the decoder's publishing path in-process from pre-decoded 1080p frames (C camera
   threads: letterbox, FramePublisher, the project's Producer) against a bare
-  confluent_kafka.Producer sending the same record bytes, the two taking turns in short rounds.
+  confluent_kafka.Producer sending the same record bytes, the two taking turns in short rounds;
+  per side, its CPU a frame (this process's, every thread, over its rounds) and the broker's.
 
 Each side first does --warm-up runs that are printed but not counted: a freshly started broker's
 JIT compiler takes a share of a 2-core host through its first drains, which the CPU-bound
@@ -30,14 +31,17 @@ Goal: framebus / baseline >= 0.80 on each side (median of the per-run ratios).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,13 +56,14 @@ from bench.benchkit import (
     SIZE,
     SOURCE,
     Consumed,
-    UsageSamples,
     add_bootstrap_argument,
     bare_consume_process,
+    broker_pids,
     delete_topics,
     encode_frame,
     fill_frames,
     fresh_topics,
+    host_usage,
     inferencer_env,
     others_cores,
     parser_for,
@@ -67,6 +72,7 @@ from bench.benchkit import (
     ratios,
     read_detections,
     run_inferencer,
+    usage_between,
 )
 from framebus.codec import DetectionsCodec
 from framebus.kafka.producer import Producer
@@ -105,6 +111,9 @@ class Side:
     framebus_broker: list[float] = field(default_factory=list)
     base_rest: list[float] = field(default_factory=list)
     framebus_rest: list[float] = field(default_factory=list)
+    # decoder side only: the broker's CPU ms a frame over each side's rounds
+    base_broker_ms: list[float] = field(default_factory=list)
+    framebus_broker_ms: list[float] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,23 +149,6 @@ class Drain:
         if self.boxes:
             problems.append(f"{self.boxes} boxes from an all-zero head")
         return "; ".join(problems)
-
-
-def usage_between(samples: UsageSamples, t0: float, t1: float) -> tuple[float, float, float, float]:
-    """CPU s, minor faults, host busy CPU s and broker CPU s between t0 and t1, interpolated.
-
-    nan for all if the samples do not cover that window.
-    """
-    if len(samples) < 2 or not samples[0][0] <= t0 <= t1 <= samples[-1][0]:
-        nan = float("nan")
-        return nan, nan, nan, nan
-    times = [s[0] for s in samples]
-
-    def between(column: int) -> float:
-        values = [s[column] for s in samples]
-        return float(np.interp(t1, times, values) - np.interp(t0, times, values))
-
-    return between(1), between(2), between(3), between(4)
 
 
 def framebus_drain(
@@ -374,10 +366,35 @@ def camera_thread(
         publisher.submit(pending, BackpressurePolicy.BLOCK, stop)
 
 
+@dataclass
+class Spent:
+    """One side's wall-clock, CPU (this process, every thread) and broker CPU over its rounds."""
+
+    brokers: list[int]
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    broker_s: float = 0.0
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[None]:
+        """Add what the block spends."""
+        t0, cpu0, (_, broker0) = time.perf_counter(), process_cpu_s(), host_usage(self.brokers)
+        yield
+        self.wall_s += time.perf_counter() - t0
+        self.cpu_s += process_cpu_s() - cpu0
+        self.broker_s += host_usage(self.brokers)[1] - broker0
+
+
+def process_cpu_s() -> float:
+    """User + system CPU seconds of this process, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def framebus_publish(
-    kafka: KafkaSettings, topic: str, frames: list[Any], total: int, cameras: int
-) -> float:
-    """Frames/s through letterbox + FramePublisher (encode, produce) to the last delivery."""
+    kafka: KafkaSettings, topic: str, frames: list[Any], total: int, cameras: int, spent: Spent
+) -> None:
+    """Letterbox + FramePublisher (encode, produce) to the last delivery, into `spent`."""
     settings = DecoderSettings(kafka=kafka)
     stats = DecoderStats()
     publisher = FramePublisher(decoder_producer(kafka), topic, stats, settings.max_pending_frames)
@@ -391,38 +408,35 @@ def framebus_publish(
         )
         for c, n in enumerate(per_camera)
     ]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    undelivered = publisher.close(60)
-    elapsed = time.perf_counter() - t0
+    with spent.measure():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        undelivered = publisher.close(60)
     delivered = stats.total("delivered")
     if undelivered or delivered != total:
         raise RuntimeError(f"framebus publisher: {delivered} of {total} delivered")
-    return total / elapsed
 
 
 def bare_publish(
-    kafka: KafkaSettings, topic: str, records: list[tuple[str, bytes]], total: int
-) -> float:
-    """Frames/s of a bare confluent_kafka.Producer (same config) producing ready record bytes."""
+    kafka: KafkaSettings, topic: str, records: list[tuple[str, bytes]], total: int, spent: Spent
+) -> None:
+    """A bare confluent_kafka.Producer (same config) producing ready record bytes, into `spent`."""
     # The bare baseline: a raw client built with the decoder's producer config.
     client = confluent_kafka.Producer(decoder_producer(kafka).config)
-    t0 = time.perf_counter()
-    for i in range(total):
-        key, value = records[i % len(records)]
-        while True:
-            try:
-                client.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                client.poll(0.05)
-        client.poll(0)
-    if client.flush(60):
-        raise RuntimeError("bare producer: records undelivered after 60 s")
-    return total / (time.perf_counter() - t0)
+    with spent.measure():
+        for i in range(total):
+            key, value = records[i % len(records)]
+            while True:
+                try:
+                    client.produce(topic, value=value, key=key)
+                    break
+                except BufferError:
+                    client.poll(0.05)
+            client.poll(0)
+        if client.flush(60):
+            raise RuntimeError("bare producer: records undelivered after 60 s")
 
 
 def decoder_run(
@@ -430,31 +444,33 @@ def decoder_run(
     kafka: KafkaSettings,
     frames: list[Any],
     records: list[tuple[str, bytes]],
-) -> tuple[float, float, str]:
-    """One run: bare producer and framebus in alternating rounds; both rates and a note.
+) -> tuple[Spent, Spent, str]:
+    """One run: bare producer and framebus in alternating rounds; what each spent, and a note.
 
     The broker's ingest on a shared machine swings by 2-4x within seconds (page-cache writeback
     of 1.2 GB per side), so the two take turns in short rounds, in alternating order, and each
-    side's rate is its frames over its summed time.
+    side's rate is its frames over its summed time; its CPU a frame, this process's CPU (camera,
+    publishing and librdkafka threads) over the same time.
     """
     rounds = max(1, args.rounds)
     chunk = [args.frames // rounds + (r < args.frames % rounds) for r in range(rounds)]
     topics = [fresh_topics(kafka, args.partitions, prefix="cap") for _ in range(2)]
-    spent = [0.0, 0.0]
+    brokers = broker_pids(kafka.bootstrap_servers)
+    bare, fb = Spent(brokers), Spent(brokers)
     try:
         for r, n in enumerate(chunk):
             for which in (0, 1) if r % 2 == 0 else (1, 0):
                 topic = topics[which].frames_topic
                 if which == 0:
-                    spent[0] += n / bare_publish(kafka, topic, records, n)
+                    bare_publish(kafka, topic, records, n, bare)
                 else:
-                    spent[1] += n / framebus_publish(kafka, topic, frames, n, args.cameras)
+                    framebus_publish(kafka, topic, frames, n, args.cameras, fb)
         counts = [end_offsets(kafka, t.frames_topic) for t in topics]
     finally:
         for t in topics:
             delete_topics(kafka, t)
     note = "" if counts == [args.frames] * 2 else f"records on the topics: {counts}"
-    return args.frames / spent[0], args.frames / spent[1], note
+    return bare, fb, note
 
 
 def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
@@ -472,17 +488,32 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
         f"{args.cameras} camera threads, {args.partitions} partitions, "
         f"{args.rounds} alternating rounds per run"
     )
-    print(f"{'run':>3} {'bare producer f/s':>18} {'framebus f/s':>13} {'ratio':>6}")
+    print(
+        f"{'run':>3} {'bare producer f/s':>18} {'framebus f/s':>13} {'ratio':>6}"
+        f" {'CPU ms/frame bare, framebus':>28} {'broker ms/frame':>16}"
+    )
+    n = args.frames
     for run in range(-args.warm_up, args.runs):
-        base, fb, note = decoder_run(args, kafka, frames, records)
+        bare, fb, note = decoder_run(args, kafka, frames, records)
+        base_rate, fb_rate = n / bare.wall_s, n / fb.wall_s
+        cpu = f"{bare.cpu_s * 1000 / n:.3f}, {fb.cpu_s * 1000 / n:.3f}"
+        broker = f"{bare.broker_s * 1000 / n:.3f}, {fb.broker_s * 1000 / n:.3f}"
         if run < 0:
             label, note = warm_up_label(run, args.warm_up), "warm-up, not counted"
         else:
             label = str(run + 1)
-            side.base.append(base)
-            side.framebus.append(fb)
+            side.base.append(base_rate)
+            side.framebus.append(fb_rate)
+            side.base_cpu.append(bare.cpu_s * 1000 / n)
+            side.framebus_cpu.append(fb.cpu_s * 1000 / n)
+            side.base_broker_ms.append(bare.broker_s * 1000 / n)
+            side.framebus_broker_ms.append(fb.broker_s * 1000 / n)
             side.notes.append(note)
-        print(f"{label:>3} {base:>18.1f} {fb:>13.1f} {fb / base:>6.2f}  {note}", flush=True)
+        print(
+            f"{label:>3} {base_rate:>18.1f} {fb_rate:>13.1f} {fb_rate / base_rate:>6.2f}"
+            f" {cpu:>28} {broker:>16}  {note}",
+            flush=True,
+        )
     return side
 
 
@@ -504,7 +535,14 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
     base, fb = statistics.median(side.base), statistics.median(side.framebus)
     print(f"{name}: median {base_name} {base:.1f} f/s, framebus {fb:.1f} f/s")
     ratio = print_median_ratio(name, per_run, GOAL)
-    if side.base_cpu:
+    if side.base_broker_ms:
+        print(
+            f"{name}: median CPU per frame, {base_name} {median_of(side.base_cpu):.3f} ms, "
+            f"framebus {median_of(side.framebus_cpu):.3f} ms (this process, every thread, over "
+            f"each side's rounds); the broker {median_of(side.base_broker_ms):.3f} and "
+            f"{median_of(side.framebus_broker_ms):.3f} ms a frame"
+        )
+    elif side.base_cpu:
         print(
             f"{name}: median CPU per frame, {base_name} {median_of(side.base_cpu):.2f} ms, "
             f"framebus {median_of(side.framebus_cpu):.2f} ms (each process's own, over the "
@@ -529,6 +567,8 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
         "baseline_broker_cores": side.base_broker,
         "framebus_broker_cores": side.framebus_broker,
         "baseline_rest_cores": side.base_rest,
+        "baseline_broker_ms_per_frame": side.base_broker_ms,
+        "framebus_broker_ms_per_frame": side.framebus_broker_ms,
         "framebus_rest_cores": side.framebus_rest,
         "ratios": per_run,
         "median_baseline_fps": base,

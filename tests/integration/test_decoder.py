@@ -22,7 +22,7 @@ from framebus.letterbox import letterbox_window
 from framebus.messages import ColourMatrix, ColourRange, Frame
 from framebus.pixels import FrameFormat
 from framebus_decoder import service
-from framebus_decoder.settings import BackpressurePolicy, DecoderSettings
+from framebus_decoder.settings import BackpressurePolicy, DecoderSettings, HwAccel
 from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_tools.synthetic import MovingSquare, write_square_video
 from tests.integration.conftest import TopicFactory
@@ -348,3 +348,35 @@ def test_decoder_when_producer_queue_full_then_policy_applies_and_no_reconnect(
     assert snap.errors == {}
     if policy is not BackpressurePolicy.BLOCK:
         assert set(snap.dropped) == {f"backpressure_{policy.value}"}
+
+
+def test_decoder_when_cuda_decoding_asked_without_gpu_then_software_frames_logged_and_counted(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    small_video: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No GPU here: every frame still published, equal to software decoding's, said once."""
+    tensors = []
+    for hwaccel in (HwAccel.NONE, HwAccel.CUDA):
+        names = topics()
+        stats = DecoderStats()
+        settings = DecoderSettings(
+            kafka=kafka,
+            topics=names,
+            camera_id="c",
+            camera_url=str(small_video),
+            target_fps=5,
+            hwaccel=hwaccel,
+        )
+        with caplog.at_level(logging.INFO, logger="framebus_decoder"):
+            assert service.run(settings, stats=stats) == 0
+        frames = decode_frames(kafka, names.frames_topic, 20, settle_s=1.0)
+        tensors.append([bytes(f.tensor) for f in frames])
+        snap = stats.snapshot()["c"]
+        assert snap.device == "software"
+        assert snap.count("delivered") == len(frames) == 20
+    assert tensors[0] == tensors[1]
+    assert snap.hw_fallbacks == {("cuda", "no_device"): 1}
+    said = [r for r in caplog.records if "decoding in software" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter, defaultdict
@@ -84,7 +85,7 @@ def decode_all(messages: list) -> list[Detections]:
 
 
 def test_inferencer_when_8_cameras_200_frames_then_one_record_per_frame_in_camera_order(
-    kafka: KafkaSettings, topics: TopicFactory, box_model: Path
+    kafka: KafkaSettings, topics: TopicFactory, box_model: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     names = topics(frames_partitions=4, detections_partitions=2)
     frames = 200
@@ -102,8 +103,12 @@ def test_inferencer_when_8_cameras_200_frames_then_one_record_per_frame_in_camer
         max_frames_per_camera=2,
         stop_after_idle_s=3,
     )
-    assert service.run(s, threading.Event(), stats) == 0
+    with caplog.at_level(logging.INFO, logger="framebus_inferencer.service"):
+        assert service.run(s, threading.Event(), stats) == 0
     dets = decode_all(read_topic(kafka, names.detections_topic, len(items), timeout_s=30))
+    (at_exit,) = [r for r in caplog.records if r.getMessage() == "CPU seconds at exit"]
+    # The engine ran 200 batches and more (bench.marginal subtracts it from the process's CPU).
+    assert 0 < at_exit.engine_cpu_s < at_exit.process_cpu_s  # type: ignore[attr-defined]
 
     by_camera: dict[str, list[int]] = defaultdict(list)
     for d in dets:

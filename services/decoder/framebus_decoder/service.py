@@ -50,6 +50,7 @@ def worker_config(settings: DecoderSettings) -> WorkerConfig:
             read_timeout_s=settings.stall_timeout_s,
             threading=settings.decode_threading,
             threads=settings.decode_threads,
+            hwaccel=settings.hwaccel,
         ),
         stall_timeout_s=settings.stall_timeout_s,
         reconnect_initial_s=settings.reconnect_initial_s,

@@ -43,6 +43,19 @@ class DecodeThreading(enum.Enum):
     NONE = "none"
 
 
+class HwAccel(enum.Enum):
+    """Where a camera's video is decoded: in software, or on a device through PyAV's `hwaccel`.
+
+    A camera whose device cannot be opened (none there, no driver, a codec the device does not
+    decode) decodes in software: said once per camera in the log, counted in
+    `framebus_decoder_hwaccel_fallbacks_total`.
+    """
+
+    NONE = "none"  # FFmpeg's software decoder
+    CUDA = "cuda"  # NVDEC (listed by PyAV's PyPI wheel); a fallback is logged as a warning
+    AUTO = "auto"  # the first device type this FFmpeg build lists that opens; else software
+
+
 @dataclass(frozen=True)
 class DecoderSettings:
     """Everything `framebus decoder` is configured with."""
@@ -83,6 +96,12 @@ class DecoderSettings:
         DecodeThreading.AUTO, "FFmpeg decoder threading (auto = frame and slice threads)."
     )
     decode_threads: int = setting(0, "FFmpeg decoder threads per camera (0 = FFmpeg decides).")
+    hwaccel: HwAccel = setting(
+        HwAccel.NONE,
+        "Hardware decoding: none (software), cuda (NVDEC) or auto (the first device this FFmpeg "
+        "build lists that opens); a camera whose device does not open decodes in software, "
+        "logged once and counted. The device is the default one (CUDA_VISIBLE_DEVICES picks).",
+    )
     open_timeout_s: float = setting(10.0, "Give up opening a source after this many seconds.")
     stall_timeout_s: float = setting(
         10.0, "No frame from a source for this long (not counting backpressure) = reconnect."

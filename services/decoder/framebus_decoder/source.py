@@ -1,26 +1,37 @@
 """Video sources opened with PyAV: RTSP(S), HTTP(S) and HLS URLs, and local files.
 
-This is the I/O adapter of a camera worker: it opens a source with the right FFmpeg options,
-yields decoded frames with their timestamps, and turns every FFmpeg failure into a
-`SourceFailure` whose `reason` is counted per camera.
+This is the I/O adapter of a camera worker: it opens a source with the right FFmpeg options
+(on a decoding device when asked: `hwdecode.py`), yields decoded frames with their timestamps,
+and turns every FFmpeg failure into a `SourceFailure` whose `reason` is counted per camera.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import av
+import cv2
+import numpy as np
+from av.codec.hwaccel import HWAccel, hwdevices_available
 
 from framebus.errors import SourceError
 from framebus.letterbox import Letterbox
 from framebus.messages import ColourMatrix, ColourRange
 from framebus.pixels import Colour, FrameFormat
 from framebus_decoder.cameras import Camera
+from framebus_decoder.hwdecode import (
+    CODEC_NOT_ON_DEVICE,
+    NO_DEVICE,
+    SOFTWARE,
+    HwFallback,
+    candidates,
+    not_in_build,
+)
 from framebus_decoder.preprocess import LetterboxBuffer, plane
-from framebus_decoder.settings import DecodeThreading
+from framebus_decoder.settings import DecodeThreading, HwAccel
 
 # Reasons a source fails, as counted in `errors` and shown in the RECONNECTING state.
 OPEN_FAILED = "open_failed"
@@ -51,6 +62,54 @@ class SourceOptions:
     read_timeout_s: float = 10.0
     threading: DecodeThreading = DecodeThreading.AUTO
     threads: int = 0
+    hwaccel: HwAccel = HwAccel.NONE
+
+
+# A device is opened on its own, with this decoder, before a source is: it fails fast (no
+# connection made) where there is none. H.264 is what every device type decodes.
+PROBE_CODEC = "h264"
+# FFmpeg's CUDA device option: use the GPU's primary context, which every camera and ONNX Runtime
+# in the same process share, rather than a CUDA context (and its memory) per camera.
+CUDA_DEVICE_OPTIONS = {"primary_ctx": "1"}
+DEVICE_ERRORS = (av.error.FFmpegError, NotImplementedError, OSError)
+
+
+def device_options(device: str) -> dict[str, object] | None:
+    """FFmpeg's options for opening a device of this type."""
+    return dict(CUDA_DEVICE_OPTIONS) if device == "cuda" else None
+
+
+def probe_device(device: str) -> None:
+    """Open a decoding device and let it go; raises one of DEVICE_ERRORS when it does not open."""
+    HWAccel(device, options=device_options(device)).create(av.codec.Codec(PROBE_CODEC, "r"))
+
+
+def open_device(
+    mode: HwAccel,
+    listed: Sequence[str] | None = None,
+    probe: Callable[[str], None] = probe_device,
+) -> tuple[str, HWAccel | None, HwFallback | None]:
+    """(device type, PyAV's hwaccel for `av.open`, fallback): the first candidate that opens.
+
+    (SOFTWARE, None, None) for `none`; (SOFTWARE, None, why) when nothing opens.
+    """
+    if mode is HwAccel.NONE:
+        return SOFTWARE, None, None
+    listed = hwdevices_available() if listed is None else listed
+    tried = candidates(mode, listed)
+    if not tried:
+        return SOFTWARE, None, not_in_build(mode, listed)
+    failures = []
+    for device in tried:
+        try:
+            probe(device)
+        except DEVICE_ERRORS as exc:
+            failures.append(f"{device}: {exc}")
+            continue
+        # Frames are downloaded to memory (is_hw_owned False): the letterbox reads them there.
+        accel = HWAccel(device, allow_software_fallback=True, options=device_options(device))
+        return device, accel, None
+    return SOFTWARE, None, HwFallback(mode, tried[-1], NO_DEVICE, "; ".join(failures))
 
 
 def ffmpeg_options(camera: Camera) -> dict[str, str]:
@@ -70,13 +129,21 @@ def ffmpeg_options(camera: Camera) -> dict[str, str]:
 class VideoSource:
     """An open source: iterate `frames()`; close it with the context manager."""
 
-    def __init__(self, camera: Camera, options: SourceOptions) -> None:
+    def __init__(
+        self,
+        camera: Camera,
+        options: SourceOptions,
+        probe: Callable[[str], None] = probe_device,
+    ) -> None:
         self.camera = camera
+        # Where this source decodes (SOFTWARE or a device type), and why not on the device asked.
+        self.device, accel, self.hw_fallback = open_device(options.hwaccel, probe=probe)
         try:
             self._container: Any = av.open(
                 camera.url,
                 options=ffmpeg_options(camera),
                 timeout=(options.open_timeout_s, options.read_timeout_s),
+                hwaccel=accel,
             )
         except (av.error.FFmpegError, OSError) as exc:
             raise SourceFailure(OPEN_FAILED, f"cannot open {camera.url}: {exc}") from exc
@@ -85,6 +152,14 @@ class VideoSource:
         except SourceFailure:
             self._container.close()
             raise
+        if accel is not None and not self._stream.codec_context.is_hwaccel:
+            self.hw_fallback = HwFallback(
+                options.hwaccel,
+                self.device,
+                CODEC_NOT_ON_DEVICE,
+                f"{self._stream.codec_context.name} has no decoder on {self.device}",
+            )
+            self.device = SOFTWARE
         tb = self._stream.time_base
         self._time_base = float(tb) if tb else 0.0
         rate = self._stream.average_rate or self._stream.guessed_rate
@@ -146,19 +221,26 @@ def letterbox_frame(frame: Any, buffer: LetterboxBuffer) -> Letterbox:
 
     An I420 buffer takes full-range 4:2:0 (yuvj420p: JPEG, MJPEG cameras) as planes too, its
     range in the record; an RGB buffer leaves that to FFmpeg's RGB conversion, as before.
+    NV12 (4:2:0 with U and V interleaved in one plane) is what a hardware decoder hands back:
+    its chroma is split into two planes (a quarter of the luma's bytes each), then as yuv420p.
     """
     name = frame.format.name
-    if name == "yuv420p" or (name == "yuvj420p" and buffer.format is FrameFormat.I420):
-        h, w = frame.height, frame.width
-        p = frame.planes
-        ch, cw = (h + 1) // 2, (w + 1) // 2
-        return buffer.fill_i420(
-            plane(p[0], h, w, p[0].line_size),
-            plane(p[1], ch, cw, p[1].line_size),
-            plane(p[2], ch, cw, p[2].line_size),
-            stream_colour(frame.colorspace, frame.color_range, name),
-        )
-    return buffer.fill_rgb(frame.to_ndarray(format="rgb24"))
+    planar = name in ("yuv420p", "nv12") or (
+        name == "yuvj420p" and buffer.format is FrameFormat.I420
+    )
+    if not planar:
+        return buffer.fill_rgb(frame.to_ndarray(format="rgb24"))
+    h, w = frame.height, frame.width
+    p = frame.planes
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    y = plane(p[0], h, w, p[0].line_size)
+    colour = stream_colour(frame.colorspace, frame.color_range, name)
+    if name == "nv12":
+        u, v = cv2.split(plane(p[1], ch, 2 * cw, p[1].line_size).reshape(ch, cw, 2))
+        return buffer.fill_i420(y, np.asarray(u, np.uint8), np.asarray(v, np.uint8), colour)
+    return buffer.fill_i420(
+        y, plane(p[1], ch, cw, p[1].line_size), plane(p[2], ch, cw, p[2].line_size), colour
+    )
 
 
 def stream_colour(colorspace: int, color_range: int, pixel_format: str) -> Colour:

@@ -42,6 +42,8 @@ class CameraStats:
     state_reason: str = ""
     last_error: str = ""
     last_frame_at: float = 0.0  # time.monotonic() of the last decoded frame
+    device: str = ""  # where its source decodes: "software" or a device type ("cuda")
+    hw_fallbacks: Counter[tuple[str, str]] = field(default_factory=Counter)  # (device, reason)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class CameraSnapshot:
     dropped: dict[str, int]
     errors: dict[str, int]
     last_frame_age_s: float | None
+    device: str = ""
+    hw_fallbacks: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def count(self, name: str) -> int:
         """One counter (`decoded`, `published`, ...), 0 when never counted."""
@@ -99,6 +103,14 @@ class DecoderStats:
             cam.errors[reason] += 1
             cam.last_error = message
 
+    def decoding(self, camera_id: str, device: str, fallback: tuple[str, str] | None) -> None:
+        """A source opened, decoding on `device`; `fallback`: (device, reason) it asked for."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.device = device
+            if fallback is not None:
+                cam.hw_fallbacks[fallback] += 1
+
     def set_state(self, camera_id: str, state: CameraState, reason: str = "") -> None:
         """Record the camera's current state (and why, for RECONNECTING and FAILED)."""
         with self._lock:
@@ -126,6 +138,8 @@ class DecoderStats:
                     dropped=dict(cam.dropped),
                     errors=dict(cam.errors),
                     last_frame_age_s=(now - cam.last_frame_at) if cam.last_frame_at else None,
+                    device=cam.device,
+                    hw_fallbacks=dict(cam.hw_fallbacks),
                 )
                 for cid, cam in self._cameras.items()
             }

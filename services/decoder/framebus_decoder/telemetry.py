@@ -62,6 +62,20 @@ class DecoderCollector(Collector):
             ["camera", "state"],
             {(cid, snap.state.value): 1 for cid, snap in snaps.items()},
         )
+        yield counters(
+            f"{p}_hwaccel_fallbacks",
+            "Sources opened in software although hardware decoding was asked (hwaccel), per "
+            "camera, by the device tried and why: not_in_ffmpeg_build, no_device, "
+            "codec_not_on_device.",
+            ["camera", "device", "reason"],
+            {(cid, *key): n for cid, snap in snaps.items() for key, n in snap.hw_fallbacks.items()},
+        )
+        yield gauges(
+            f"{p}_decode_device",
+            "1 for where the camera's current source decodes: software or a device type (cuda).",
+            ["camera", "device"],
+            {(cid, snap.device): 1 for cid, snap in snaps.items() if snap.device},
+        )
         yield gauges(
             f"{p}_last_frame_age_seconds",
             "Seconds since the camera's last decoded frame.",

@@ -15,7 +15,7 @@ from framebus_decoder.cameras import Camera
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
 from framebus_decoder.sampler import FpsSampler
-from framebus_decoder.settings import BackpressurePolicy
+from framebus_decoder.settings import BackpressurePolicy, HwAccel
 from framebus_decoder.source import (
     ENDED,
     STALL,
@@ -80,6 +80,7 @@ class CameraWorker:
                 )
             )
         self._handed = 0
+        self._fallback_logged = False  # a hardware-decoding fallback is logged once per camera
         # A file decoded as fast as possible is a batch job: it waits for the producer rather
         # than drop frames, so what it publishes does not depend on the machine's speed.
         self.policy = (
@@ -147,6 +148,7 @@ class CameraWorker:
         cam = self.camera
         pacer = RealtimePacer() if cam.realtime and cam.is_file else None
         with VideoSource(cam, self._cfg.source) as source:
+            self._report_device(source)
             self._stats.set_state(cam.id, CameraState.STREAMING)
             watch = StallWatch(self._cfg.stall_timeout_s, time.monotonic())
             for frame, pts_s, received in source.frames(offset):
@@ -168,6 +170,27 @@ class CameraWorker:
                 if self._hand_over(frame, pts_s, capture_us):
                     watch.progress(time.monotonic())  # time held back is backpressure
             return offset + source.duration_s
+
+    def _report_device(self, source: VideoSource) -> None:
+        """Count where the source decodes; log a fallback to software the first time only."""
+        fallback = source.hw_fallback
+        key = None if fallback is None else (fallback.device, fallback.reason)
+        self._stats.decoding(self.camera.id, source.device, key)
+        if fallback is None or self._fallback_logged:
+            return
+        self._fallback_logged = True
+        # Asked for by name, a missing device is a deployment to fix; `auto` expects none at times.
+        level = logging.WARNING if fallback.mode is HwAccel.CUDA else logging.INFO
+        log.log(
+            level,
+            fallback.message(self.camera.id),
+            extra={
+                "camera_id": self.camera.id,
+                "hwaccel": fallback.mode.value,
+                "device": fallback.device,
+                "reason": fallback.reason,
+            },
+        )
 
     def _hand_over(self, frame: object, pts_s: float, capture_us: int | None = None) -> bool:
         """Letterbox into a free buffer and queue it; True when it waited on backpressure.

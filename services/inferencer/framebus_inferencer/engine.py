@@ -34,6 +34,7 @@ from framebus_inferencer.candidates import (
     declared_shapes,
     resolved,
 )
+from framebus_inferencer.enginecpu import EngineCpu
 from framebus_inferencer.fallback import ProviderMismatch
 from framebus_inferencer.graph import prepend_uint8_input
 from framebus_inferencer.model import ModelInfo, static_batch_note
@@ -94,6 +95,8 @@ class Engine:
             raise ModelError(
                 f"model file not found: {model_path} (set FRAMEBUS_MODEL_PATH / --model-path)"
             )
+        # CPU spent in run calls, ONNX Runtime's own threads included (those the session makes).
+        self.cpu = EngineCpu()
         try:
             raw = model_path.read_bytes()
             model = onnx.load_from_string(raw)
@@ -108,7 +111,8 @@ class Engine:
             return selections[-1][1].model
 
         try:
-            opened = open_session(model, self.options, tail)
+            with self.cpu.session_threads():
+                opened = open_session(model, self.options, tail)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
         how, selection = selections[-1]  # the one the session was made with
@@ -365,7 +369,8 @@ class Engine:
     def _run_unguarded(self, slot: InputSlot) -> list[npt.NDArray[Any]]:
         if self.device != "cpu":
             slot.input.update_inplace(slot.staging)
-        self.session.run_with_iobinding(slot.binding)
+        with self.cpu.run():
+            self.session.run_with_iobinding(slot.binding)
         if slot.outputs is None:
             if self.info.head is HeadFormat.END2END:  # data-dependent shapes: copy each time
                 return list(slot.binding.copy_outputs_to_cpu())

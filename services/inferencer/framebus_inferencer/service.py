@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import threading
 
 from framebus.errors import ModelError
@@ -103,9 +104,27 @@ def run(
     check_input_size(engine.info, settings.input_width, settings.input_height)
     describe_engine(stats, engine)
     state = RunState()
-    telemetry = inferencer_telemetry(settings.http_port or None, stats, state, settings.kafka)
-    with telemetry.running():
-        return _run_pipeline(settings, stop, stats, state, engine, telemetry.health)
+    telemetry = inferencer_telemetry(
+        settings.http_port or None, stats, state, settings.kafka, engine.cpu.seconds
+    )
+    try:
+        with telemetry.running():
+            return _run_pipeline(settings, stop, stats, state, engine, telemetry.health)
+    finally:
+        log_cpu(engine)
+
+
+def log_cpu(engine: Engine) -> None:
+    """The process's CPU and its engine's at exit: what `bench.marginal` subtracts."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    log.info(
+        "CPU seconds at exit",
+        extra={
+            "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
+            "engine_cpu_s": round(engine.cpu.seconds(), 4),
+            "engine_threads": engine.cpu.pool_threads,
+        },
+    )
 
 
 def _run_pipeline(

@@ -10,7 +10,7 @@ import logging
 import os
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import Histogram
@@ -230,10 +230,33 @@ def gpu_memory(device_id: int) -> gpu.GpuMemory | None:
 _warned = False
 
 
+class EngineCpuCollector:
+    """The CPU the engine's run calls took, read at scrape time (`enginecpu.EngineCpu`)."""
+
+    def __init__(self, seconds: Callable[[], float]) -> None:
+        self.seconds = seconds
+
+    def collect(self) -> Iterator[Metric]:
+        """One counter family."""
+        yield CounterMetricFamily(
+            "framebus_inferencer_engine_cpu_seconds",
+            "CPU seconds inside the engine's run calls: the calling thread's and ONNX Runtime's "
+            "own threads' (warm-up included); the process's CPU less this is framebus's own",
+            value=self.seconds(),
+        )
+
+
 def inferencer_telemetry(
-    port: int | None, stats: InferencerStats, state: RunState, kafka: KafkaSettings | None = None
+    port: int | None,
+    stats: InferencerStats,
+    state: RunState,
+    kafka: KafkaSettings | None = None,
+    engine_cpu_s: Callable[[], float] | None = None,
 ) -> ServiceTelemetry:
     """The inferencer's health (ready: warmed up, assigned, brokers answer), metrics, watchdog."""
-    telemetry = ServiceTelemetry(port, (StatsCollector(stats),), kafka)
+    collectors: tuple[Any, ...] = (StatsCollector(stats),)
+    if engine_cpu_s is not None:
+        collectors += (EngineCpuCollector(engine_cpu_s),)
+    telemetry = ServiceTelemetry(port, collectors, kafka)
     telemetry.add_check("inferencer", state.not_ready)
     return telemetry

@@ -2,8 +2,9 @@
 
 It waits for the first record of a batch and then takes, without waiting, whatever else the
 client has already fetched: `consume(n, timeout)` alone would hold the first frame until `n`
-arrived or the timeout passed. The tensor is not copied out of the record (a view), so the only
-copy of a frame after the fetch is the engine's into its bound input buffer.
+arrived or the timeout passed. The tensor is not copied out of the record (a view): after
+confluent-kafka's copy of each value out of librdkafka's buffer, the only copy of a frame is the
+one into the engine's bound input buffer (docs/inferencer.md counts every copy and its cost).
 
 It alone drives the consumer, so it also makes the commits the ledger decides
 (`pipeline/ledger.py`), between consume() calls.

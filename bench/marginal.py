@@ -1,0 +1,375 @@
+"""Marginal CPU per frame: `framebus inferencer`'s own (outside the engine), a bare consumer's, the broker's.
+
+Each run fills two fresh topics, a small and a large one (--small, --large frame records of
+--cameras cameras, 640x640 RGB, 1.23 MB each). Each topic is drained by a bare consumer (the
+inferencer's consumer settings: 16 MiB fetches, read_committed; glibc keeping freed memory; in a
+fresh process) and by `framebus inferencer` (near-free engine, max_batch 16), each process from its
+start to its exit. Per process: its whole CPU (getrusage of the reaped child), the local broker's
+CPU over its life, and, for the inferencer, the CPU its threads spent inside the engine's run calls
+(`framebus_inferencer_engine_cpu_seconds`, logged at exit). The marginal cost per frame is
+
+    (CPU draining the large topic - CPU draining the small one) / (large - small),
+
+so start-up, warm-up, group join, the idle tail and exit cancel out. framebus's own figure is the
+process's CPU less the engine's (on a GPU, the engine's CPU is the device's work). Beside it: the
+whole process's, the bare consumer's, and the broker's during each. For comparison, each large
+drain's window figure as `bench.capacity` measures it (CPU between the first and the last batch,
+over the frames after the first batch).
+
+Each figure of framebus's is also given against the bare consumer's of the same run (run by run,
+and the median of those ratios), and every figure is a median over the counted runs.
+
+--frame-format: the records framebus drains, one of the inferencer's `frame_format` setting's values
+(only rgb where the inferencer has no such setting, as before I420). The bare consumer always reads
+RGB records, as the goal says; with rgb both drain the same topics.
+
+Goal (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame.
+
+    .venv/bin/python -m bench.marginal [--small 320] [--large 1920] [--runs 5] [--warm-up 1]
+        [--cameras 16] [--max-batch 16] [--frame-format rgb] [--bootstrap 127.0.0.1:29092]
+        [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from bench.benchkit import (
+    SIZE,
+    add_bootstrap_argument,
+    bare_consume_process,
+    broker_pids,
+    delete_topics,
+    fill_frames,
+    fresh_topics,
+    host_usage,
+    inferencer_env,
+    parser_for,
+    print_header,
+    read_detections,
+    run_inferencer,
+    usage_between,
+    verdict,
+)
+from framebus.codec import DetectionsCodec
+from framebus.kafka.settings import KafkaSettings
+from framebus.messages import FrameStatus
+from framebus.topology import TopicSettings
+from framebus_inferencer.settings import InferencerSettings
+from testkit.models import near_free_model
+
+GOAL_RATIO = 0.6  # framebus's own CPU a frame / the bare consumer's
+GOAL_MS = 0.25  # framebus's own CPU a frame, ms: >= 4,000 frames/s per core of framebus work
+EXIT_LINE = "CPU seconds at exit"  # the inferencer's last log line (framebus_inferencer.service)
+RGB = "rgb"  # today's records, what the bare consumer always reads
+
+# Fills a topic with `frames` records of one frame format, round-robin over `cameras`.
+Filler = Callable[[KafkaSettings, str, int, int], None]
+# The hook for another frame format: add its filler here, records byte for byte as the decoder
+# writes them. For I420 (issue 41, item 1): `framebus.pixels.rgb_to_i420` of each of
+# `prepared_tensors()`, encoded with shape (height, width), layout CHW and pixel_format I420.
+FILLERS: dict[str, Filler] = {RGB: fill_frames}
+
+
+def frame_formats() -> tuple[str, ...]:
+    """The values of the inferencer's `frame_format` setting; (rgb,) where it has none."""
+    fields = {f.name: f for f in dataclasses.fields(InferencerSettings)}
+    if "frame_format" not in fields:
+        return (RGB,)
+    default: Any = fields["frame_format"].default  # an enum member: its class lists the formats
+    return tuple(member.value for member in type(default))
+
+
+def filler(frame_format: str) -> Filler:
+    """The filler of `frame_format`'s records, or an error that says where to add it."""
+    if frame_format not in FILLERS:
+        raise SystemExit(
+            f"--frame-format {frame_format}: bench.marginal cannot write {frame_format} records "
+            "yet; add a filler to FILLERS in bench/marginal.py"
+        )
+    return FILLERS[frame_format]
+
+
+@dataclass(frozen=True)
+class Life:
+    """One process draining one topic, from its start to its exit."""
+
+    frames: int
+    cpu_s: float  # the process's whole CPU
+    engine_s: float  # of which inside the engine's run calls (0 for the bare consumer)
+    broker_s: float  # the local broker's CPU over the process's life
+    window_cpu_s: float  # its CPU between its first and last batch (bench.capacity's window)
+    window_frames: int  # the frames after the first batch
+    before_s: float  # its CPU before the first batch's records (nan: not sampled)
+
+
+def children_cpu_s() -> float:
+    """User + system CPU of this process's reaped children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bare_life(kafka: KafkaSettings, topic: str, frames: int, batch: int) -> Life:
+    """A well-configured bare consumer (16 MiB fetches, heap kept) reading the topic, in a process."""
+    brokers = broker_pids(kafka.bootstrap_servers)
+    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    got = bare_consume_process(kafka, topic, frames, batch, keep_heap=True)
+    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    nan = float("nan")
+    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, got.cpu_s, got.frames, nan)
+
+
+def engine_cpu_at_exit(log_path: Path) -> float:
+    """The engine's CPU seconds from the inferencer's exit line."""
+    for line in reversed(log_path.read_text(errors="replace").splitlines()):
+        if EXIT_LINE in line:
+            return float(json.loads(line)["engine_cpu_s"])
+    raise RuntimeError(f"no '{EXIT_LINE}' line in {log_path}")
+
+
+def framebus_life(
+    kafka: KafkaSettings, names: TopicSettings, model: Path, args: argparse.Namespace, frames: int
+) -> Life:
+    """`framebus inferencer` draining the topic until it stops on idle; its detections checked."""
+    log_path = Path(args.workdir) / f"inferencer-{names.frames_topic}.log"
+    env = {**inferencer_env(kafka, names, model, args.max_batch), "FRAMEBUS_LOG_LEVEL": "info"}
+    if len(frame_formats()) > 1:  # the inferencer has the setting: the graph takes these records
+        env["FRAMEBUS_FRAME_FORMAT"] = args.frame_format
+    brokers = broker_pids(kafka.bootstrap_servers)
+    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    code, samples = run_inferencer(env, log_path)
+    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    if code:
+        raise RuntimeError(f"inferencer exit code {code}; log {log_path}:\n{log_path.read_text()}")
+    codec = DetectionsCodec()
+    dets = sorted(
+        (
+            (m.timestamp()[1], codec.decode(m.value() or b""))
+            for m in read_detections(kafka, names.detections_topic, frames)
+        ),
+        key=lambda timed: timed[0],  # a batch's records share a timestamp
+    )
+    statuses = Counter(d.status for _, d in dets)
+    if (
+        statuses != {FrameStatus.INFERRED: frames}
+        or len({(d.camera_id, d.seq) for _, d in dets}) != frames
+    ):
+        raise RuntimeError(f"{frames} frames: detections {dict(statuses)}; log {log_path}")
+    # As bench.capacity: the first batch's records end the start-up; later records are frames.
+    first_ms, last_ms = dets[0][0], dets[-1][0]
+    window_cpu_s = usage_between(samples, first_ms / 1000, last_ms / 1000)[0]
+    before_s = usage_between(samples, samples[0][0], first_ms / 1000)[0] + samples[0][1]
+    return Life(
+        frames,
+        cpu1 - cpu0,
+        engine_cpu_at_exit(log_path),
+        broker1 - broker0,
+        window_cpu_s,
+        frames - max(1, dets[0][1].batch_size),
+        before_s,
+    )
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One run's marginal figures, ms of CPU a frame."""
+
+    framebus_own: float  # the inferencer process less its engine
+    framebus_whole: float  # the inferencer process
+    engine: float  # inside the engine's run calls
+    bare: float  # the bare consumer process
+    broker_framebus: float  # the broker while framebus drained
+    broker_bare: float  # the broker while the bare consumer read
+    window_framebus: float  # bench.capacity's window figure of the large drain, whole process
+    window_bare: float  # the same for the bare consumer
+
+
+def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
+    """(large - small) / (frames large - frames small), in ms."""
+    return (large - small) * 1000 / (frames[1] - frames[0])
+
+
+def figures(fb: tuple[Life, Life], bare: tuple[Life, Life]) -> RunFigures:
+    """The marginal figures of one run from its four processes (small, large)."""
+    n = (fb[0].frames, fb[1].frames)
+    return RunFigures(
+        framebus_own=per_frame_ms(fb[0].cpu_s - fb[0].engine_s, fb[1].cpu_s - fb[1].engine_s, n),
+        framebus_whole=per_frame_ms(fb[0].cpu_s, fb[1].cpu_s, n),
+        engine=per_frame_ms(fb[0].engine_s, fb[1].engine_s, n),
+        bare=per_frame_ms(bare[0].cpu_s, bare[1].cpu_s, n),
+        broker_framebus=per_frame_ms(fb[0].broker_s, fb[1].broker_s, n),
+        broker_bare=per_frame_ms(bare[0].broker_s, bare[1].broker_s, n),
+        window_framebus=fb[1].window_cpu_s * 1000 / fb[1].window_frames,
+        window_bare=bare[1].window_cpu_s * 1000 / bare[1].window_frames,
+    )
+
+
+def one_run(
+    args: argparse.Namespace, kafka: KafkaSettings, model: Path, large_first: bool
+) -> tuple[RunFigures, list[Life]]:
+    """Fill both topics; drain each with the bare consumer and framebus (sizes in turn)."""
+    sizes = [args.small, args.large]
+    fb_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
+    bare_topics = fb_topics
+    if args.frame_format != RGB:
+        bare_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
+    lives: dict[tuple[str, int], Life] = {}
+    try:
+        for fb_names, bare_names, n in zip(fb_topics, bare_topics, sizes, strict=True):
+            filler(args.frame_format)(kafka, fb_names.frames_topic, n, args.cameras)
+            if bare_names is not fb_names:
+                fill_frames(kafka, bare_names.frames_topic, n, args.cameras)
+        os.sync()  # the fills' gigabytes written back now, not inside a drain
+        order = [1, 0] if large_first else [0, 1]
+        for i in order:
+            n = sizes[i]
+            lives["bare", i] = bare_life(kafka, bare_topics[i].frames_topic, n, args.max_batch)
+            lives["framebus", i] = framebus_life(kafka, fb_topics[i], model, args, n)
+    finally:
+        for names in {id(t): t for t in [*fb_topics, *bare_topics]}.values():
+            delete_topics(kafka, names)
+    fb = (lives["framebus", 0], lives["framebus", 1])
+    bare = (lives["bare", 0], lives["bare", 1])
+    return figures(fb, bare), [*fb, *bare]
+
+
+COLUMNS = (
+    ("framebus_own", "fb own"),
+    ("framebus_whole", "fb whole"),
+    ("engine", "engine"),
+    ("bare", "bare"),
+    ("broker_framebus", "broker fb"),
+    ("broker_bare", "broker bare"),
+    ("window_framebus", "window fb"),
+    ("window_bare", "window bare"),
+)
+
+
+def row(label: str, values: dict[str, float]) -> str:
+    """One line of the table: the run's label and each column's figure."""
+    return f"{label:>6} " + " ".join(f"{values[key]:>11.3f}" for key, _ in COLUMNS)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = parser_for(__doc__)
+    parser.add_argument("--small", type=int, default=320, help="frames on the small topic")
+    parser.add_argument("--large", type=int, default=1920, help="frames on the large topic")
+    parser.add_argument("--cameras", type=int, default=16)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--max-batch", type=int, default=16)
+    parser.add_argument(
+        "--frame-format",
+        default=RGB,
+        choices=frame_formats(),
+        help="the records framebus drains (the inferencer's frame_format); the bare consumer's "
+        "are RGB",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="counted runs (medians)")
+    parser.add_argument("--warm-up", type=int, default=1, help="runs first, not counted")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    add_bootstrap_argument(parser)
+    args = parser.parse_args()
+    if args.large <= args.small:
+        parser.error("--large must be more frames than --small")
+    filler(args.frame_format)  # fails now, not after the first fills
+    return args
+
+
+def measure(
+    args: argparse.Namespace, kafka: KafkaSettings
+) -> tuple[list[RunFigures], list[list[dict[str, Any]]]]:
+    """The warm-up and counted runs, each printed as a row; the counted ones and their processes."""
+    print(
+        f"\n{args.small} -> {args.large} frames of {args.cameras} cameras, {args.partitions} "
+        f"partitions, max_batch {args.max_batch}, near-free engine; framebus drains "
+        f"{args.frame_format} records, the bare consumer {RGB}; ms of CPU a frame, marginal "
+        "(window: bench.capacity's figure of the large drain)"
+    )
+    print(f"{'run':>6} " + " ".join(f"{title:>11}" for _, title in COLUMNS), flush=True)
+    runs: list[RunFigures] = []
+    lives: list[list[dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory() as workdir:
+        args.workdir = workdir
+        model = Path(workdir) / "near-free-640.onnx"
+        onnx.save(near_free_model(SIZE), str(model))
+        for run in range(-args.warm_up, args.runs):
+            got, four = one_run(args, kafka, model, large_first=run % 2 == 1)
+            label = f"w{run + args.warm_up + 1}" if run < 0 else str(run + 1)
+            note = "  warm-up, not counted" if run < 0 else ""
+            print(row(label, asdict(got)) + note, flush=True)
+            if run >= 0:
+                runs.append(got)
+                lives.append([asdict(life) for life in four])
+    return runs, lives
+
+
+# framebus's figure, the bare consumer's of the same run, and what the line calls their ratio
+RATIOS = (
+    ("framebus_own", "bare", "framebus's own (outside the engine) / the bare consumer"),
+    ("framebus_whole", "bare", "the whole framebus process / the bare consumer"),
+    ("broker_framebus", "broker_bare", "the broker during framebus's drain / during the bare one"),
+    ("window_framebus", "window_bare", "bench.capacity's window figures, framebus / bare"),
+)
+
+
+def median_ratio(runs: list[RunFigures], subject: str, base: str) -> tuple[float, list[float]]:
+    """The median of the per-run ratios subject / base, and those ratios."""
+    per_run = [getattr(r, subject) / getattr(r, base) for r in runs]
+    return statistics.median(per_run), per_run
+
+
+def report(runs: list[RunFigures]) -> dict[str, float]:
+    """Print the medians, the ratios to the bare consumer and the goals; return the medians."""
+    medians = {key: statistics.median(getattr(r, key) for r in runs) for key, _ in COLUMNS}
+    print(row("median", medians))
+    print(f"\nratios to the bare consumer, median of the per-run ratios ({len(runs)} runs):")
+    for subject, base, title in RATIOS:
+        ratio, per_run = median_ratio(runs, subject, base)
+        medians[f"{subject}/{base}"] = ratio
+        print(f"  {title}: {ratio:.2f} (runs {', '.join(f'{r:.2f}' for r in per_run)})")
+    own, ratio = medians["framebus_own"], medians["framebus_own/bare"]
+    print(
+        f"\nframebus's own CPU a frame (outside the engine's run calls): {own:.3f} ms "
+        f"({verdict(own, GOAL_MS, at_most=True)}), {ratio:.2f} x the bare consumer's "
+        f"{medians['bare']:.3f} ms ({verdict(ratio, GOAL_RATIO, at_most=True)}); the whole process "
+        f"{medians['framebus_whole']:.3f} ms ({medians['engine']:.3f} in the engine); the broker "
+        f"{medians['broker_framebus']:.3f} ms a frame during framebus's drains, "
+        f"{medians['broker_bare']:.3f} during the bare consumer's"
+    )
+    if any(getattr(r, key) <= 0 for r in runs for key in ("framebus_own", "bare")):
+        print(
+            "a run's marginal figure is not above zero: the processes' fixed costs varied by more "
+            "than the extra frames cost; give --large more frames (the ratios are not meaningful)"
+        )
+    return medians
+
+
+def main() -> int:
+    args = parse_args()
+    kafka = KafkaSettings(bootstrap_servers=args.bootstrap)
+    machine = print_header()
+    runs, lives = measure(args, kafka)
+    medians = report(runs)
+    if args.json:
+        out: dict[str, Any] = {"command": sys.argv, "machine": machine, "args": vars(args)}
+        out |= {"runs": [asdict(r) for r in runs], "medians": medians, "processes": lives}
+        args.json.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
