@@ -37,7 +37,8 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
-from framebus.messages import Compression, TensorLayout
+from framebus.messages import Compression, PixelFormat, TensorLayout
+from framebus.pixels import rgb_to_i420
 from framebus.topology import INFERENCE_TOPICS, Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_decoder.service import producer_overrides
 from framebus_decoder.settings import DecoderSettings
@@ -180,10 +181,19 @@ def prepared_tensors() -> list[U8]:
 
 
 def encode_frame(
-    enc: FrameEncoder, camera: str, seq: int, tensor: U8, capture_ts_us: int | None = None
+    enc: FrameEncoder,
+    camera: str,
+    seq: int,
+    tensor: U8,
+    capture_ts_us: int | None = None,
+    pixel_format: PixelFormat = PixelFormat.RGB,
 ) -> bytes:
-    """One frame record, byte for byte what the decoder sends; captured now unless given."""
+    """One frame record, byte for byte what the decoder sends; captured now unless given.
+
+    `tensor` is an HWC RGB picture; an I420 record carries its planes, as the decoder's would.
+    """
     lb = Letterbox.fit(*SOURCE, SIZE, SIZE)
+    i420 = pixel_format is PixelFormat.I420
     return enc.encode(
         camera_id=camera,
         seq=seq,
@@ -191,23 +201,32 @@ def encode_frame(
         pts_s=seq / 5,
         orig_width=SOURCE[0],
         orig_height=SOURCE[1],
-        shape=tensor.shape,
-        layout=TensorLayout.HWC,
+        shape=tensor.shape[:2] if i420 else tensor.shape,
+        layout=TensorLayout.CHW if i420 else TensorLayout.HWC,
         scale=lb.scale,
         pad_x=lb.pad_x,
         pad_y=lb.pad_y,
         compression=Compression.NONE,
-        tensor=tensor.data.cast("B"),
+        tensor=rgb_to_i420(tensor).data if i420 else tensor.data.cast("B"),
+        pixel_format=pixel_format,
     )
 
 
-def fill_frames(kafka: KafkaSettings, topic: str, frames: int, cameras: int) -> None:
+def fill_frames(
+    kafka: KafkaSettings,
+    topic: str,
+    frames: int,
+    cameras: int,
+    pixel_format: PixelFormat = PixelFormat.RGB,
+) -> None:
     """Produce `frames` records round-robin over `cameras`, through the decoder's producer."""
     tensors, enc = prepared_tensors(), FrameEncoder()
     with Producer(kafka, overrides=producer_overrides(DecoderSettings(kafka=kafka))) as producer:
         for i in range(frames):
             cam = f"cam-{i % cameras:02d}"
-            value = encode_frame(enc, cam, i // cameras, tensors[i % IMAGES])
+            value = encode_frame(
+                enc, cam, i // cameras, tensors[i % IMAGES], pixel_format=pixel_format
+            )
             producer.produce(topic, value, key=cam, block_s=30.0)
         if producer.flush(60):
             raise RuntimeError(f"filling {topic}: records undelivered after 60 s")

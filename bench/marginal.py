@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -67,7 +68,7 @@ from bench.benchkit import (
 )
 from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings
-from framebus.messages import FrameStatus
+from framebus.messages import FrameStatus, PixelFormat
 from framebus.topology import TopicSettings
 from framebus_inferencer.settings import InferencerSettings
 from testkit.models import near_free_model
@@ -79,10 +80,11 @@ RGB = "rgb"  # today's records, what the bare consumer always reads
 
 # Fills a topic with `frames` records of one frame format, round-robin over `cameras`.
 Filler = Callable[[KafkaSettings, str, int, int], None]
-# The hook for another frame format: add its filler here, records byte for byte as the decoder
-# writes them. For I420 (issue 41, item 1): `framebus.pixels.rgb_to_i420` of each of
-# `prepared_tensors()`, encoded with shape (height, width), layout CHW and pixel_format I420.
-FILLERS: dict[str, Filler] = {RGB: fill_frames}
+# Records byte for byte as the decoder writes them in each frame format.
+FILLERS: dict[str, Filler] = {
+    RGB: fill_frames,
+    PixelFormat.I420.value: functools.partial(fill_frames, pixel_format=PixelFormat.I420),
+}
 
 
 def frame_formats() -> tuple[str, ...]:
