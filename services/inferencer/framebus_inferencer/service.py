@@ -94,7 +94,13 @@ def run(
     check_input_size(engine.info, settings.input_width, settings.input_height)
     describe_engine(stats, engine)
     state = RunState()
-    telemetry = inferencer_telemetry(settings.http_port or None, stats, state, settings.kafka)
+    telemetry = inferencer_telemetry(
+        settings.http_port or None,
+        stats,
+        state,
+        settings.kafka,
+        worker=settings.worker_index is not None,
+    )
     with telemetry.running():
         return _run_pipeline(settings, stop, stats, state, engine, telemetry.health)
 
