@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how often exits are looked for
 PROBE_EVERY_S = 0.5  # how often each worker's /readyz is read
-PROBE_TIMEOUT_S = 1.0
+# A worker's /readyz asks the brokers (at most every 3 s, for up to 2 s when they do not answer).
+PROBE_TIMEOUT_S = 3.0
 SCRAPE_TIMEOUT_S = 3.0
-LOOP_ALLOWANCE_S = 30.0  # the supervisor's own loop: a probe round takes at most N x 1 s
+LOOP_ALLOWANCE_S = 30.0  # the supervisor's own loop; it beats before each probe too
 ORPHAN_CHECK_S = 1.0
 KILL_WAIT_S = 10.0
 EXIT_KILLED = 1  # what the supervisor returns for a worker ended by a signal
@@ -174,7 +175,7 @@ class Supervisor:
                 log.info("every worker stopped")
                 return 0
             if self.clock() >= next_probe:
-                self._probe()
+                self._probe(stop)
                 next_probe = self.clock() + PROBE_EVERY_S
             stop.wait(POLL_S)
         return self._drain()
@@ -207,8 +208,11 @@ class Supervisor:
                 log.info("worker %d stopped (%s)", index, exit_.reason, extra=extra)
         return None
 
-    def _probe(self) -> None:
+    def _probe(self, stop: threading.Event) -> None:
         for index in self.pool.running():
+            if stop.is_set():
+                return  # drain first
+            self.health.heartbeat("supervise", LOOP_ALLOWANCE_S)
             answer = self.probe(self.pool.port(index))
             if answer is None:
                 self.pool.observed(index, False, False, "not answering /readyz yet")
