@@ -240,12 +240,41 @@ def fill_frames(
 
 def process_usage(pid: int) -> tuple[float, int] | None:
     """User + system CPU seconds and minor page faults of a running process; None once gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) * TICK_S, int(fields[7])
+
+
+def process_tree_usage(pid: int) -> tuple[float, int] | None:
+    """CPU seconds and minor page faults of a process and its children; None once it is gone.
+
+    `framebus inferencer --workers N` is a supervisor and N worker processes: this is their CPU
+    together. A child that ended and was reaped stays counted, in the parent's cutime/cstime.
+    """
+    own = _stat_fields(pid)
+    if own is None:
+        return None
+    cpu = (int(own[11]) + int(own[12]) + int(own[13]) + int(own[14])) * TICK_S
+    faults = int(own[7]) + int(own[8])
+    children: set[int] = set()
+    with contextlib.suppress(OSError):  # the kernel lists each thread's children (Linux 3.5+)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children.update(int(c) for c in (task / "children").read_text().split())
+    for child in children:
+        usage = process_usage(child)
+        if usage is not None:
+            cpu, faults = cpu + usage[0], faults + usage[1]
+    return cpu, faults
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (which may hold spaces); None if gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) * TICK_S, int(fields[7])
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def listening_pids(port: int) -> list[int]:

@@ -17,14 +17,23 @@ a replica in front of a fast GPU. Two sides, each against a baseline measured in
   confluent_kafka.Producer sending the same record bytes, the two taking turns in short rounds;
   per side, its CPU a frame (this process's, every thread, over its rounds) and the broker's.
 
+- workers (`--workers N`, N > 1, instead of the inferencer side's bare consumer): `framebus
+  inferencer` as one process and as a supervisor of N worker processes, taking turns (in
+  alternating order) on fresh topics of the same frames; each is ready (every worker a member
+  of the group, holding partitions) before the frames are produced, and drains them as they
+  come. Per drain: the CPU and page faults of the whole process tree per frame, over the same
+  window as above.
+
 Each side first does --warm-up runs that are printed but not counted: a freshly started broker's
 JIT compiler takes a share of a 2-core host through its first drains, which the CPU-bound
 framebus side pays and the baseline does not.
 
-Goal: framebus / baseline >= 0.80 on each side (median of the per-run ratios).
+Goal: framebus / baseline >= 0.80 on each side (median of the per-run ratios); workers: N
+workers' CPU per frame together / one process's <= 1.00.
 
     .venv/bin/python -m bench.capacity [--frames 960] [--cameras 16] [--runs 3] [--warm-up 2]
-        [--max-batch 16] [--side inferencer|decoder|both] [--bootstrap 127.0.0.1:29092]
+        [--max-batch 16] [--side inferencer|decoder|both] [--workers 1]
+        [--bootstrap 127.0.0.1:29092]
         [--json out.json] [--profile prof.txt]
 """
 
@@ -51,11 +60,14 @@ import confluent_kafka
 import cv2
 import numpy as np
 import onnx
+from confluent_kafka.admin import AdminClient
 
 from bench.benchkit import (
+    CPU_SAMPLE_S,
     SIZE,
     SOURCE,
     Consumed,
+    UsageSamples,
     add_bootstrap_argument,
     bare_consume_process,
     broker_pids,
@@ -69,6 +81,7 @@ from bench.benchkit import (
     parser_for,
     print_header,
     print_median_ratio,
+    process_tree_usage,
     ratios,
     read_detections,
     run_inferencer,
@@ -87,9 +100,11 @@ from framebus_decoder.source import letterbox_frame
 from framebus_decoder.stats import DecoderStats
 from framebus_decoder.wire import FrameEncoder
 from framebus_tools.perf.loadtest import end_offsets
+from framebus_tools.process import ServiceProcess, free_port
 from testkit.models import near_free_model
 
 GOAL = 0.80
+WORKERS_GOAL = 1.00  # --workers N: their CPU per frame together / one process's, at most
 WARM_UP_RUNS = 2  # uncounted runs first: a fresh broker JIT-compiles through its first drains
 
 
@@ -163,6 +178,18 @@ def framebus_drain(
     log_path = workdir / f"inferencer-{names.frames_topic}.log"
     env = inferencer_env(kafka, names, model, args.max_batch)
     code, usage = run_inferencer(env, log_path, profile)
+    return drain_figures(kafka, names, args, log_path, code, usage)
+
+
+def drain_figures(
+    kafka: KafkaSettings,
+    names: TopicSettings,
+    args: argparse.Namespace,
+    log_path: Path,
+    code: int,
+    usage: UsageSamples,
+) -> Drain:
+    """A drain's figures from its detections topic and its CPU samples."""
     codec = DetectionsCodec()
     messages = read_detections(kafka, names.detections_topic, args.frames)
     dets = sorted(
@@ -299,6 +326,180 @@ def profile_drain(
     finally:
         delete_topics(kafka, names)
     print(f"profiled drain (py-spy, not counted): {result.rate:.1f} f/s -> {args.profile}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers: one inferencer process against --workers N
+
+
+def ready_drain(
+    kafka: KafkaSettings,
+    names: TopicSettings,
+    model: Path,
+    args: argparse.Namespace,
+    workers: int,
+    workdir: Path,
+) -> Drain:
+    """`framebus inferencer --workers <workers>`, every worker ready, drains frames as they come.
+
+    Ready (and every worker holding partitions) first: the supervisor starts its workers one
+    after another, so on a topic filled beforehand worker 0 would drain most of it alone. CPU and faults are the whole process
+    tree's (the supervisor and its workers; with 1 worker, the one process).
+    """
+    log_path = workdir / f"inferencer-{names.frames_topic}-w{workers}.log"
+    env = {
+        **inferencer_env(kafka, names, model, args.max_batch),
+        "FRAMEBUS_WORKERS": str(workers),
+        "FRAMEBUS_HTTP_PORT": str(free_port()),
+        "FRAMEBUS_STOP_AFTER_IDLE_S": "0",  # stopped below, once every record is out
+    }
+    proc = ServiceProcess("inferencer", env, log_path)
+    samples: UsageSamples = []
+    brokers, done = broker_pids(kafka.bootstrap_servers), threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            usage = process_tree_usage(proc.pid)
+            if usage is not None:
+                samples.append((time.time(), *usage, *host_usage(brokers)))
+            time.sleep(CPU_SAMPLE_S)
+
+    sampler = threading.Thread(target=sample, name="cpu-sampler", daemon=True)
+    try:
+        if proc.wait_ready(300) is None:
+            raise RuntimeError(f"inferencer not ready; log {log_path}:\n{proc.text()[-3000:]}")
+        wait_for_members(kafka, env["FRAMEBUS_CONSUMER_GROUP"], workers)
+        sampler.start()
+        fill_frames(kafka, names.frames_topic, args.frames, args.cameras)
+        deadline = time.monotonic() + 300
+        while end_offsets(kafka, names.detections_topic) < args.frames:
+            if time.monotonic() > deadline or not proc.alive():
+                raise RuntimeError(f"drain incomplete; log {log_path}:\n{proc.text()[-3000:]}")
+            time.sleep(0.2)
+        time.sleep(0.5)  # samples past the last record's timestamp
+        code = proc.stop(60)
+    finally:
+        done.set()
+        proc.stop()
+    return drain_figures(kafka, names, args, log_path, code, samples)
+
+
+def wait_for_members(kafka: KafkaSettings, group: str, members: int, timeout_s: float = 60) -> None:
+    """Until `group` has `members` members, each holding partitions.
+
+    A worker is ready once it has joined; with the cooperative assignor the partitions it takes
+    from the others come one rebalance later.
+    """
+    admin = AdminClient(kafka.client_config())
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+        held = [len(m.assignment.topic_partitions) for m in described.members]
+        if len(held) == members and all(held):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"group {group}: not {members} members holding partitions in {timeout_s} s")
+
+
+@dataclass
+class WorkersSide:
+    """Per-run figures of one process and of N workers, in the same runs."""
+
+    workers: int
+    rate: dict[int, list[float]] = field(default_factory=dict)  # workers -> f/s per run
+    cpu: dict[int, list[float]] = field(default_factory=dict)  # workers -> CPU ms per frame
+    faults: dict[int, list[float]] = field(default_factory=dict)  # minor page faults per frame
+    batch: dict[int, list[float]] = field(default_factory=dict)
+    broker: dict[int, list[float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, workers: int, drain: Drain) -> None:
+        """Record one counted drain."""
+        for series, value in (
+            (self.rate, drain.rate),
+            (self.cpu, drain.cpu_ms_per_frame),
+            (self.faults, drain.faults_per_frame),
+            (self.batch, drain.mean_batch),
+            (self.broker, drain.broker_cores),
+        ):
+            series.setdefault(workers, []).append(value)
+
+
+def workers_side(args: argparse.Namespace, kafka: KafkaSettings, workdir: Path) -> WorkersSide:
+    """`--warm-up` + `--runs` runs: 1 worker and `--workers` N, taking turns on fresh topics."""
+    model = workdir / "near-free-640.onnx"
+    onnx.save(near_free_model(SIZE), str(model))
+    n = args.workers
+    side = WorkersSide(n)
+    print(
+        f"\n== workers: 1 against {n}, {args.frames} frames from {args.cameras} cameras per "
+        f"drain, max_batch {args.max_batch}, {args.partitions} partitions, near-free engine; "
+        "every worker ready before the frames are produced"
+    )
+    print(
+        f"{'run':>3} {'order':>6} {'f/s 1, N':>16} {'CPU ms/frame 1, N':>18} {'N/1':>5}"
+        f" {'batch 1, N':>11} {'broker cores 1, N':>18}  check"
+    )
+    for run in range(-args.warm_up, args.runs):
+        order = (1, n) if run % 2 == 0 else (n, 1)
+        drains: dict[int, Drain] = {}
+        for workers in order:
+            names = fresh_topics(kafka, args.partitions, prefix="capw")
+            try:
+                drains[workers] = ready_drain(kafka, names, model, args, workers, workdir)
+            finally:
+                delete_topics(kafka, names)
+        one, many = drains[1], drains[n]
+        note = "; ".join(
+            f"{w}: {d.note(args.frames)}" for w, d in drains.items() if d.note(args.frames)
+        )
+        label = warm_up_label(run, args.warm_up) if run < 0 else str(run + 1)
+        if run >= 0:
+            side.add(1, one)
+            side.add(n, many)
+            side.notes.append(note)
+        print(
+            f"{label:>3} {'-'.join(map(str, order)):>6} {f'{one.rate:.0f}, {many.rate:.0f}':>16}"
+            f" {f'{one.cpu_ms_per_frame:.3f}, {many.cpu_ms_per_frame:.3f}':>18}"
+            f" {many.cpu_ms_per_frame / one.cpu_ms_per_frame:>5.2f}"
+            f" {f'{one.mean_batch:.1f}, {many.mean_batch:.1f}':>11}"
+            f" {f'{one.broker_cores:.2f}, {many.broker_cores:.2f}':>18}"
+            f"  {'warm-up, not counted' if run < 0 else note or 'every frame one INFERRED record'}",
+            flush=True,
+        )
+    return side
+
+
+def workers_summary(side: WorkersSide) -> dict[str, Any]:
+    """Print and return the medians of the workers comparison."""
+    n = side.workers
+    per_run = ratios(side.cpu[n], side.cpu[1])
+    print(
+        f"workers: median CPU per frame, 1 worker {median_of(side.cpu[1]):.3f} ms, {n} workers "
+        f"together {median_of(side.cpu[n]):.3f} ms (the whole process tree, over the drain's "
+        f"window); median of the per-run ratios {n}/1: {median_of(per_run):.2f} "
+        f"(runs: {', '.join(f'{r:.2f}' for r in per_run)}); goal <= {WORKERS_GOAL:.2f}: "
+        f"{'met' if median_of(per_run) <= WORKERS_GOAL else 'missed'}"
+    )
+    print(
+        f"workers: median f/s {median_of(side.rate[1]):.0f} and {median_of(side.rate[n]):.0f} "
+        "(bounded by the fill, which runs alongside); median batch "
+        f"{median_of(side.batch[1]):.1f} and {median_of(side.batch[n]):.1f}; median minor faults "
+        f"per frame {median_of(side.faults[1]):.0f} and {median_of(side.faults[n]):.0f}"
+    )
+    return {
+        "workers": n,
+        "cpu_ms_per_frame": side.cpu,
+        "faults_per_frame": side.faults,
+        "fps": side.rate,
+        "mean_batch": side.batch,
+        "broker_cores": side.broker,
+        "cpu_ratios": per_run,
+        "median_cpu_ratio": median_of(per_run),
+        "goal": WORKERS_GOAL,
+        "goal_met": median_of(per_run) <= WORKERS_GOAL,
+        "notes": side.notes,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,6 +798,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=16, help="of each fresh frames topic")
     add_bootstrap_argument(parser)
     parser.add_argument("--side", choices=("inferencer", "decoder", "both"), default="both")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="above 1, the inferencer side compares one process with `--workers N` (CPU per "
+        "frame of the whole process tree, the two taking turns) instead of the bare consumer",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument(
         "--profile",
@@ -614,7 +822,9 @@ def main() -> int:
     results: dict[str, Any] = {"command": sys.argv, "machine": machine, "args": vars(args)}
     sides: dict[str, tuple[str, Side]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        if args.side in ("inferencer", "both"):
+        if args.side in ("inferencer", "both") and args.workers > 1:
+            results["workers"] = workers_summary(workers_side(args, kafka, Path(tmp)))
+        elif args.side in ("inferencer", "both"):
             sides["inferencer"] = ("bare consumer", inferencer_side(args, kafka, Path(tmp)))
         if args.side in ("decoder", "both"):
             sides["decoder"] = ("bare producer", decoder_side(args, kafka))

@@ -16,6 +16,7 @@ from tests.deploy.helmutil import (
     Rendered,
     containers_of,
     env_of,
+    process_env,
     write_values,
 )
 
@@ -348,6 +349,24 @@ def test_keda_when_max_replicas_within_partitions_then_rendered(
             {"keda": {"enabled": True, "minReplicaCount": 5, "maxReplicaCount": 3}},
             "keda.minReplicaCount (5) is larger than keda.maxReplicaCount (3)",
         ),
+        (
+            {
+                "inferencer": {"replicas": 4, "workersPerGPU": 2},
+                "kafka": {"partitions": {"frames": 6}},
+            },
+            "inferencer.replicas (4) x inferencer.workersPerGPU (2) = 8 members of the consumer "
+            "group, more than kafka.partitions.frames (6)",
+        ),
+        (
+            {
+                "keda": {**KEDA_ON, "maxReplicaCount": 4},
+                "inferencer": {"workersPerGPU": 4},
+                "kafka": {"partitions": {"frames": 12}},
+            },
+            "keda.maxReplicaCount (4) x inferencer.workersPerGPU (4) = 16 members",
+        ),
+        ({"inferencer": {"workersPerGPU": 0}}, "/inferencer/workersPerGPU': minimum"),
+        ({"inferencer": {"workersPerGPU": 17}}, "/inferencer/workersPerGPU': maximum"),
     ],
 )
 def test_replicas_when_more_than_frames_partitions_then_render_fails(
@@ -366,6 +385,28 @@ def test_keda_when_max_replicas_equals_partitions_then_render_succeeds(
     result = helm.render([write_values(tmp_path, values)])
     assert result.scaled_object("inferencer")["spec"]["maxReplicaCount"] == 6
     assert not result.of_kind("TriggerAuthentication")  # plaintext: nothing to authenticate
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_inferencer_workers_when_set_then_the_container_runs_that_many(
+    helm: Helm, tmp_path: Path, workers: int
+) -> None:
+    values = {"inferencer": {"workersPerGPU": workers}, "kafka": {"partitions": {"frames": 3}}}
+    container = helm.render([write_values(tmp_path, values)]).container("inferencer")
+    assert process_env(container)["FRAMEBUS_WORKERS"] == str(workers)
+    assert container["command"] == ["python", "-m", "framebus_inferencer"]  # it supervises them
+
+
+def test_inferencer_workers_when_members_equal_frames_partitions_then_rendered(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = {
+        "keda": {**KEDA_ON, "maxReplicaCount": 3},
+        "inferencer": {"workersPerGPU": 4},
+        "kafka": {"partitions": {"frames": 12}},
+    }
+    result = helm.render([write_values(tmp_path, values)])
+    assert process_env(result.container("inferencer"))["FRAMEBUS_WORKERS"] == "4"
 
 
 # --- ServiceMonitor ------------------------------------------------------------------------

@@ -105,7 +105,12 @@ def run(
     describe_engine(stats, engine)
     state = RunState()
     telemetry = inferencer_telemetry(
-        settings.http_port or None, stats, state, settings.kafka, engine.cpu.seconds
+        settings.http_port or None,
+        stats,
+        state,
+        settings.kafka,
+        engine.cpu.seconds,
+        worker=settings.worker_index is not None,
     )
     try:
         with telemetry.running():

@@ -24,6 +24,7 @@ from framebus.topology import TopicSettings
 # (the client fetches partition by partition), so 2 x max_batch would pace them by the commit.
 MIN_COMMIT_WINDOW = 32
 MAX_CANDIDATES = 30000  # the host path's own cap on the candidates NMS sees (postprocess.py)
+MAX_WORKERS = 16  # processes per GPU; each holds its own engine, clients and RSS
 
 
 class Provider(enum.Enum):
@@ -197,6 +198,17 @@ class InferencerSettings:
         None,
         "Transactional id for exactly_once; stable per instance (default: group + host name).",
     )
+    workers: int = setting(
+        1,
+        "Inferencer processes sharing this host's (pod's) GPU, members of the same consumer "
+        "group; above 1 this process supervises them (restarts, /readyz of all, /metrics with a "
+        "`worker` label) and splits gpu_mem_limit_bytes and cpu_arena_limit_bytes among them.",
+    )
+    worker_index: int | None = setting(
+        None,
+        "Set by the supervisor of --workers N on each worker it starts (0..N-1); not for setting "
+        "by hand.",
+    )
     stop_after_idle_s: float = stop_after_idle_setting("frames")
     stage_timeout_s: float = stage_timeout_setting()
     http_port: int = http_port_setting()
@@ -239,6 +251,12 @@ class InferencerSettings:
         )
         check(self.gpu_mem_limit_bytes > 0, "gpu_mem_limit_bytes", "must be > 0")
         check(self.trt_workspace_bytes > 0, "trt_workspace_bytes", "must be > 0")
+        check(1 <= self.workers <= MAX_WORKERS, "workers", f"must be between 1 and {MAX_WORKERS}")
+        check(
+            self.worker_index is None or (self.worker_index >= 0 and self.workers == 1),
+            "worker_index",
+            "is the supervisor's to set, on a worker (>= 0, with workers 1)",
+        )
         check_run_settings(self)
 
     @property

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.telemetry.families import counters, gauges, info
@@ -22,6 +23,7 @@ from framebus.telemetry.service import ServiceTelemetry
 from framebus_inferencer import gpu
 from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
+from framebus_inferencer.supervision import Pool
 
 log = logging.getLogger(__name__)
 
@@ -252,11 +254,73 @@ def inferencer_telemetry(
     state: RunState,
     kafka: KafkaSettings | None = None,
     engine_cpu_s: Callable[[], float] | None = None,
+    worker: bool = False,
 ) -> ServiceTelemetry:
-    """The inferencer's health (ready: warmed up, assigned, brokers answer), metrics, watchdog."""
+    """The inferencer's health (ready: warmed up, assigned, brokers answer), metrics, watchdog.
+
+    `worker`: a supervisor's worker, whose port is for its supervisor only (loopback).
+    """
     collectors: tuple[Any, ...] = (StatsCollector(stats),)
     if engine_cpu_s is not None:
         collectors += (EngineCpuCollector(engine_cpu_s),)
-    telemetry = ServiceTelemetry(port, collectors, kafka)
+    host = "127.0.0.1" if worker else "0.0.0.0"  # noqa: S104 - probes come from outside the pod
+    telemetry = ServiceTelemetry(port, collectors, kafka, host)
     telemetry.add_check("inferencer", state.not_ready)
+    # The supervisor of --workers N starts the next worker once this is true.
+    telemetry.health.add_detail("warmed_up", state.warmed_up.is_set)
+    return telemetry
+
+
+def worker_families(texts: dict[int, str]) -> list[Metric]:
+    """The workers' /metrics texts as one set of families, each sample with a `worker` label.
+
+    A family several workers export becomes one family with all their samples (a family
+    repeated in the exposition is invalid).
+    """
+    families: dict[str, Metric] = {}
+    for worker, text in sorted(texts.items()):
+        for family in text_string_to_metric_families(text):
+            merged = families.get(family.name)
+            if merged is None:
+                merged = Metric(family.name, family.documentation, family.type, family.unit)
+                families[family.name] = merged
+            merged.samples += [
+                s._replace(labels={**s.labels, "worker": str(worker)}) for s in family.samples
+            ]
+    return list(families.values())
+
+
+class SupervisorCollector:
+    """The supervisor's /metrics: every running worker's, scraped now, and its own."""
+
+    def __init__(self, pool: Pool, scrape: Callable[[int], str | None]) -> None:
+        self.pool, self.scrape = pool, scrape
+
+    def collect(self) -> Iterator[Metric]:
+        """Metric families for one scrape."""
+        texts = {i: self.scrape(self.pool.port(i)) for i in self.pool.running()}
+        yield from worker_families({i: t for i, t in texts.items() if t is not None})
+        p = "framebus_inferencer"
+        yield gauges(
+            f"{p}_worker_ready",
+            "1 while the worker's /readyz answers 200 (--workers N: one series per worker)",
+            ["worker"],
+            self.pool.readiness_by_worker(),
+        )
+        yield counters(
+            f"{p}_worker_restarts",
+            "Workers started again by their supervisor, by how they ended (stalled: the "
+            "watchdog's exit 70; SIGKILL; exit_<code>)",
+            ["worker", "reason"],
+            self.pool.restarts(),
+        )
+
+
+def supervisor_telemetry(
+    port: int | None, pool: Pool, scrape: Callable[[int], str | None]
+) -> ServiceTelemetry:
+    """The supervisor's health (ready: every worker ready), the workers' metrics, its watchdog."""
+    telemetry = ServiceTelemetry(port, (SupervisorCollector(pool, scrape),))
+    telemetry.add_check("workers", pool.not_ready)
+    telemetry.health.add_detail("workers", pool.describe)
     return telemetry
