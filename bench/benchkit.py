@@ -38,7 +38,7 @@ from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
 from framebus.messages import Compression, PixelFormat, TensorLayout
-from framebus.pixels import rgb_to_i420
+from framebus.pixels import i420_nbytes, rgb_to_i420
 from framebus.topology import INFERENCE_TOPICS, Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_decoder.service import producer_overrides
 from framebus_decoder.settings import DecoderSettings
@@ -410,7 +410,7 @@ def bare_consume(
     host1 = host_usage(brokers)
     last_wall = time.time() - (time.perf_counter() - t1)
     wrapper.close()
-    if nbytes < 1_200_000 * frames:
+    if nbytes < i420_nbytes(SIZE, SIZE) * frames:  # the smaller of the two frame formats
         raise RuntimeError(f"bare consumer: {nbytes} bytes is not {frames} frame records")
     return Consumed(
         rate=(got - first_n) / (t1 - t0),

@@ -23,6 +23,11 @@ and the median of those ratios), and every figure is a median over the counted r
 (only rgb where the inferencer has no such setting, as before I420). The bare consumer always reads
 RGB records, as the goal says; with rgb both drain the same topics.
 
+A bare consumer of framebus's own records (column `bare fb-fmt`, the same as `bare` for rgb) is
+the floor under framebus's receive path: what librdkafka and confluent-kafka alone spend on those
+bytes. --candidate-selection (default topk, what `auto` picks on a GPU) leaves the host what it
+does at GPU speed.
+
 Goal (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame.
 
     .venv/bin/python -m bench.marginal [--small 320] [--large 1920] [--runs 5] [--warm-up 1]
@@ -70,7 +75,7 @@ from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus, PixelFormat
 from framebus.topology import TopicSettings
-from framebus_inferencer.settings import InferencerSettings
+from framebus_inferencer.settings import CandidateSelection, InferencerSettings
 from testkit.models import near_free_model
 
 GOAL_RATIO = 0.6  # framebus's own CPU a frame / the bare consumer's
@@ -151,6 +156,7 @@ def framebus_life(
     env = {**inferencer_env(kafka, names, model, args.max_batch), "FRAMEBUS_LOG_LEVEL": "info"}
     if len(frame_formats()) > 1:  # the inferencer has the setting: the graph takes these records
         env["FRAMEBUS_FRAME_FORMAT"] = args.frame_format
+    env["FRAMEBUS_CANDIDATE_SELECTION"] = args.candidate_selection
     brokers = broker_pids(kafka.bootstrap_servers)
     cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
     code, samples = run_inferencer(env, log_path)
@@ -198,6 +204,9 @@ class RunFigures:
     broker_bare: float  # the broker while the bare consumer read
     window_framebus: float  # bench.capacity's window figure of the large drain, whole process
     window_bare: float  # the same for the bare consumer
+    # The bare consumer of framebus's own records (its frame format): what librdkafka and
+    # confluent-kafka alone cost for those bytes, the floor under framebus's receive path.
+    floor: float
 
 
 def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
@@ -205,8 +214,8 @@ def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
     return (large - small) * 1000 / (frames[1] - frames[0])
 
 
-def figures(fb: tuple[Life, Life], bare: tuple[Life, Life]) -> RunFigures:
-    """The marginal figures of one run from its four processes (small, large)."""
+def figures(fb: tuple[Life, Life], bare: tuple[Life, Life], floor: tuple[Life, Life]) -> RunFigures:
+    """The marginal figures of one run from its processes (small, large)."""
     n = (fb[0].frames, fb[1].frames)
     return RunFigures(
         framebus_own=per_frame_ms(fb[0].cpu_s - fb[0].engine_s, fb[1].cpu_s - fb[1].engine_s, n),
@@ -217,6 +226,7 @@ def figures(fb: tuple[Life, Life], bare: tuple[Life, Life]) -> RunFigures:
         broker_bare=per_frame_ms(bare[0].broker_s, bare[1].broker_s, n),
         window_framebus=fb[1].window_cpu_s * 1000 / fb[1].window_frames,
         window_bare=bare[1].window_cpu_s * 1000 / bare[1].window_frames,
+        floor=per_frame_ms(floor[0].cpu_s, floor[1].cpu_s, n),
     )
 
 
@@ -240,13 +250,17 @@ def one_run(
         for i in order:
             n = sizes[i]
             lives["bare", i] = bare_life(kafka, bare_topics[i].frames_topic, n, args.max_batch)
+            if bare_topics is not fb_topics:
+                floor_life = bare_life(kafka, fb_topics[i].frames_topic, n, args.max_batch)
+                lives["floor", i] = floor_life
             lives["framebus", i] = framebus_life(kafka, fb_topics[i], model, args, n)
     finally:
         for names in {id(t): t for t in [*fb_topics, *bare_topics]}.values():
             delete_topics(kafka, names)
     fb = (lives["framebus", 0], lives["framebus", 1])
     bare = (lives["bare", 0], lives["bare", 1])
-    return figures(fb, bare), [*fb, *bare]
+    floor = (lives.get(("floor", 0), bare[0]), lives.get(("floor", 1), bare[1]))
+    return figures(fb, bare, floor), [*fb, *bare, *floor]
 
 
 COLUMNS = (
@@ -258,6 +272,7 @@ COLUMNS = (
     ("broker_bare", "broker bare"),
     ("window_framebus", "window fb"),
     ("window_bare", "window bare"),
+    ("floor", "bare fb-fmt"),
 )
 
 
@@ -280,6 +295,12 @@ def parse_args() -> argparse.Namespace:
         help="the records framebus drains (the inferencer's frame_format); the bare consumer's "
         "are RGB",
     )
+    parser.add_argument(
+        "--candidate-selection",
+        default=CandidateSelection.TOPK.value,
+        help="the inferencer's candidate_selection; topk (the default here) is what `auto` "
+        "picks on a GPU provider, so the host is left what it does at GPU speed",
+    )
     parser.add_argument("--runs", type=int, default=5, help="counted runs (medians)")
     parser.add_argument("--warm-up", type=int, default=1, help="runs first, not counted")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
@@ -287,6 +308,9 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.large <= args.small:
         parser.error("--large must be more frames than --small")
+    parser_choices = [c.value for c in CandidateSelection]
+    if args.candidate_selection not in parser_choices:
+        parser.error(f"--candidate-selection: one of {parser_choices}")
     filler(args.frame_format)  # fails now, not after the first fills
     return args
 
@@ -297,7 +321,8 @@ def measure(
     """The warm-up and counted runs, each printed as a row; the counted ones and their processes."""
     print(
         f"\n{args.small} -> {args.large} frames of {args.cameras} cameras, {args.partitions} "
-        f"partitions, max_batch {args.max_batch}, near-free engine; framebus drains "
+        f"partitions, max_batch {args.max_batch}, near-free engine, candidate selection "
+        f"{args.candidate_selection}; framebus drains "
         f"{args.frame_format} records, the bare consumer {RGB}; ms of CPU a frame, marginal "
         "(window: bench.capacity's figure of the large drain)"
     )
@@ -351,6 +376,12 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
         f"{medians['framebus_whole']:.3f} ms ({medians['engine']:.3f} in the engine); the broker "
         f"{medians['broker_framebus']:.3f} ms a frame during framebus's drains, "
         f"{medians['broker_bare']:.3f} during the bare consumer's"
+    )
+    floor = medians["floor"]
+    print(
+        f"the floor under framebus's receive path: a bare consumer of framebus's own records "
+        f"{floor:.3f} ms a frame (librdkafka and confluent-kafka alone); framebus's own less "
+        f"that floor {own - floor:.3f} ms"
     )
     if any(getattr(r, key) <= 0 for r in runs for key in ("framebus_own", "bare")):
         print(
