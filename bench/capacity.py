@@ -91,6 +91,7 @@ from framebus.codec import DetectionsCodec
 from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Compression, FrameStatus
+from framebus.pixels import FrameFormat
 from framebus.topology import TopicSettings
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
@@ -104,6 +105,7 @@ from framebus_tools.process import ServiceProcess, free_port
 from testkit.models import near_free_model
 
 GOAL = 0.80
+DECODER_FORMAT_GOAL = 0.7  # issue 41: the I420 publishing path's CPU a frame / today's RGB's
 WORKERS_GOAL = 1.00  # --workers N: their CPU per frame together / one process's, at most
 WARM_UP_RUNS = 2  # uncounted runs first: a fresh broker JIT-compiles through its first drains
 
@@ -129,6 +131,10 @@ class Side:
     # decoder side only: the broker's CPU ms a frame over each side's rounds
     base_broker_ms: list[float] = field(default_factory=list)
     framebus_broker_ms: list[float] = field(default_factory=list)
+    # decoder side, --frame-format i420: framebus publishing RGB (today's records) in the same
+    # rounds, its CPU and the broker's ms a frame
+    rgb_cpu: list[float] = field(default_factory=list)
+    rgb_broker_ms: list[float] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,9 +540,10 @@ def camera_thread(
     publisher: FramePublisher,
     buffers: int,
     stop: threading.Event,
+    fmt: FrameFormat,
 ) -> None:
     """A camera worker's hand-over, as `CameraWorker._hand_over` does it: letterbox, queue."""
-    pool: list[LetterboxBuffer] = [LetterboxBuffer(SIZE, SIZE) for _ in range(buffers)]
+    pool = [LetterboxBuffer(SIZE, SIZE, fmt=fmt) for _ in range(buffers)]
     free = threading.Semaphore(buffers)
     lock = threading.Lock()
     for i in range(count):
@@ -562,6 +569,8 @@ def camera_thread(
             compression=Compression.NONE,
             tensor=buffer.tensor.data.cast("B"),
             release=release,
+            pixel_format=buffer.format.pixel_format,
+            colour=buffer.colour,
         )
         # BLOCK: every frame is published, as the decoder does for a file read as fast as it can.
         publisher.submit(pending, BackpressurePolicy.BLOCK, stop)
@@ -593,7 +602,13 @@ def process_cpu_s() -> float:
 
 
 def framebus_publish(
-    kafka: KafkaSettings, topic: str, frames: list[Any], total: int, cameras: int, spent: Spent
+    kafka: KafkaSettings,
+    topic: str,
+    frames: list[Any],
+    total: int,
+    cameras: int,
+    spent: Spent,
+    fmt: FrameFormat,
 ) -> None:
     """Letterbox + FramePublisher (encode, produce) to the last delivery, into `spent`."""
     settings = DecoderSettings(kafka=kafka)
@@ -605,7 +620,15 @@ def framebus_publish(
     threads = [
         threading.Thread(
             target=camera_thread,
-            args=(f"cam-{c:02d}", frames, n, publisher, settings.max_pending_frames + 2, stop),
+            args=(
+                f"cam-{c:02d}",
+                frames,
+                n,
+                publisher,
+                settings.max_pending_frames + 2,
+                stop,
+                fmt,
+            ),
         )
         for c, n in enumerate(per_camera)
     ]
@@ -645,8 +668,11 @@ def decoder_run(
     kafka: KafkaSettings,
     frames: list[Any],
     records: list[tuple[str, bytes]],
-) -> tuple[Spent, Spent, str]:
+) -> tuple[Spent, Spent, Spent | None, str]:
     """One run: bare producer and framebus in alternating rounds; what each spent, and a note.
+
+    With `--frame-format i420`, framebus publishing RGB takes its turn in each round too (the
+    third Spent), so the two formats are compared in the same run.
 
     The broker's ingest on a shared machine swings by 2-4x within seconds (page-cache writeback
     of 1.2 GB per side), so the two take turns in short rounds, in alternating order, and each
@@ -655,39 +681,48 @@ def decoder_run(
     """
     rounds = max(1, args.rounds)
     chunk = [args.frames // rounds + (r < args.frames % rounds) for r in range(rounds)]
-    topics = [fresh_topics(kafka, args.partitions, prefix="cap") for _ in range(2)]
+    fmt = FrameFormat(args.frame_format)
+    compare_rgb = fmt is not FrameFormat.RGB
+    sides = 3 if compare_rgb else 2
+    topics = [fresh_topics(kafka, args.partitions, prefix="cap") for _ in range(sides)]
     brokers = broker_pids(kafka.bootstrap_servers)
     bare, fb = Spent(brokers), Spent(brokers)
+    rgb = Spent(brokers) if compare_rgb else None
     try:
         for r, n in enumerate(chunk):
-            for which in (0, 1) if r % 2 == 0 else (1, 0):
+            order = list(range(sides)) if r % 2 == 0 else list(reversed(range(sides)))
+            for which in order:
                 topic = topics[which].frames_topic
                 if which == 0:
                     bare_publish(kafka, topic, records, n, bare)
-                else:
-                    framebus_publish(kafka, topic, frames, n, args.cameras, fb)
+                elif which == 1:
+                    framebus_publish(kafka, topic, frames, n, args.cameras, fb, fmt)
+                elif rgb is not None:
+                    framebus_publish(kafka, topic, frames, n, args.cameras, rgb, FrameFormat.RGB)
         counts = [end_offsets(kafka, t.frames_topic) for t in topics]
     finally:
         for t in topics:
             delete_topics(kafka, t)
-    note = "" if counts == [args.frames] * 2 else f"records on the topics: {counts}"
-    return bare, fb, note
+    note = "" if counts == [args.frames] * sides else f"records on the topics: {counts}"
+    return bare, fb, rgb, note
 
 
 def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
     """Bare producer and framebus's publishing path in alternating rounds, `runs` times."""
     frames = predecoded_frames(8)
+    fmt = FrameFormat(args.frame_format)
     enc, buf = FrameEncoder(), LetterboxBuffer(SIZE, SIZE)
-    records = []
+    records = []  # the bare producer's: the framebus path's records, ready made
     for c in range(args.cameras):
         letterbox_frame(frames[c % len(frames)], buf)
         cam = f"cam-{c:02d}"
-        records.append((cam, encode_frame(enc, cam, 0, buf.hwc)))
+        records.append((cam, encode_frame(enc, cam, 0, buf.hwc, pixel_format=fmt.pixel_format)))
     side = Side()
     print(
         f"\n== decoder side: {args.frames} pre-decoded 1920x1080 yuv420p frames, "
         f"{args.cameras} camera threads, {args.partitions} partitions, "
-        f"{args.rounds} alternating rounds per run"
+        f"{args.rounds} alternating rounds per run; framebus publishes {fmt.value}"
+        + ("; framebus publishing rgb takes its turn too" if fmt is not FrameFormat.RGB else "")
     )
     print(
         f"{'run':>3} {'bare producer f/s':>18} {'framebus f/s':>13} {'ratio':>6}"
@@ -695,7 +730,12 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
     )
     n = args.frames
     for run in range(-args.warm_up, args.runs):
-        bare, fb, note = decoder_run(args, kafka, frames, records)
+        bare, fb, rgb, note = decoder_run(args, kafka, frames, records)
+        if rgb is not None:
+            note = (
+                f"rgb: CPU {rgb.cpu_s * 1000 / n:.3f} ms/frame, broker "
+                f"{rgb.broker_s * 1000 / n:.3f} ms/frame {note}"
+            )
         base_rate, fb_rate = n / bare.wall_s, n / fb.wall_s
         cpu = f"{bare.cpu_s * 1000 / n:.3f}, {fb.cpu_s * 1000 / n:.3f}"
         broker = f"{bare.broker_s * 1000 / n:.3f}, {fb.broker_s * 1000 / n:.3f}"
@@ -709,6 +749,9 @@ def decoder_side(args: argparse.Namespace, kafka: KafkaSettings) -> Side:
             side.framebus_cpu.append(fb.cpu_s * 1000 / n)
             side.base_broker_ms.append(bare.broker_s * 1000 / n)
             side.framebus_broker_ms.append(fb.broker_s * 1000 / n)
+            if rgb is not None:
+                side.rgb_cpu.append(rgb.cpu_s * 1000 / n)
+                side.rgb_broker_ms.append(rgb.broker_s * 1000 / n)
             side.notes.append(note)
         print(
             f"{label:>3} {base_rate:>18.1f} {fb_rate:>13.1f} {fb_rate / base_rate:>6.2f}"
@@ -756,6 +799,17 @@ def summary(name: str, base_name: str, side: Side) -> dict[str, Any]:
             f"{median_of(side.framebus_broker):.2f} (framebus), the rest of the host "
             f"{median_of(side.base_rest):.2f} and {median_of(side.framebus_rest):.2f}"
         )
+    if side.rgb_cpu:
+        cpu = ratios(side.framebus_cpu, side.rgb_cpu)
+        broker = ratios(side.framebus_broker_ms, side.rgb_broker_ms)
+        print(
+            f"{name}: framebus publishing rgb (today's records) {median_of(side.rgb_cpu):.3f} ms "
+            f"of CPU a frame, the broker {median_of(side.rgb_broker_ms):.3f}; the chosen "
+            f"format / rgb, median of the per-run ratios: CPU {statistics.median(cpu):.2f} "
+            f"(goal <= {DECODER_FORMAT_GOAL}: "
+            f"{'met' if statistics.median(cpu) <= DECODER_FORMAT_GOAL else 'MISSED'}), "
+            f"the broker {statistics.median(broker):.2f}"
+        )
     return {
         "baseline_fps": side.base,
         "framebus_fps": side.framebus,
@@ -796,6 +850,12 @@ def parse_args() -> argparse.Namespace:
         "--rounds", type=int, default=4, help="decoder side: alternating rounds per run"
     )
     parser.add_argument("--partitions", type=int, default=16, help="of each fresh frames topic")
+    parser.add_argument(
+        "--frame-format",
+        default=FrameFormat.RGB.value,
+        choices=[f.value for f in FrameFormat],
+        help="decoder side: the records framebus publishes; i420 also runs rgb in each round",
+    )
     add_bootstrap_argument(parser)
     parser.add_argument("--side", choices=("inferencer", "decoder", "both"), default="both")
     parser.add_argument(

@@ -9,8 +9,8 @@ The stream is short (5 s) and ends soon after the kill: what is checked is the k
 throughput. Exactly-once, the restarted worker is the same static member and takes its
 partitions back at once (some 5-10 s after the kill, mostly its start-up); at-least-once it is a
 new member, and the rebalance it starts ends only once the coordinator drops the dead one, after
-the consumer's session timeout (librdkafka's 45 s; worker 0 delivers nothing meanwhile either,
-its commits held): that wait is most of this module's time.
+the consumer's session timeout (10 s for workers, librdkafka's default 45 s; worker 0 delivers
+nothing meanwhile either, its commits held).
 """
 
 from __future__ import annotations

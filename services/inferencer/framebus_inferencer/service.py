@@ -25,6 +25,8 @@ from framebus_inferencer.state import RunState
 from framebus_inferencer.stats import InferencerStats
 from framebus_inferencer.telemetry import inferencer_telemetry
 
+WORKER_SESSION_TIMEOUT_MS = 10_000  # librdkafka's default is 45 s
+
 log = logging.getLogger(__name__)
 
 
@@ -148,6 +150,10 @@ def _run_pipeline(
     consumer_overrides: dict[str, object] = (
         {"enable.auto.commit": False, "group.instance.id": txid} if eos else {}
     )
+    if settings.worker_index is not None:
+        # At-least-once, a restarted worker is a new member: the group (the pod's other workers
+        # too) waits for the dead one's session to expire, so keep it as short as the tracker's.
+        consumer_overrides["session.timeout.ms"] = WORKER_SESSION_TIMEOUT_MS
 
     def attempt() -> None:
         # Fresh clients each time: after an aborted transaction the consumer starts again at
