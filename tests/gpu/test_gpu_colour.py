@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -28,14 +27,6 @@ pytestmark = pytest.mark.gpu
 
 TRT, CUDA, CPU = (p.ort_name for p in (Provider.TENSORRT, Provider.CUDA, Provider.CPU))
 SIZE = 64
-
-
-@pytest.fixture(autouse=True)
-def onnxruntime_gpu() -> None:
-    if CUDA not in ort.get_available_providers():
-        pytest.fail(
-            f"needs onnxruntime-gpu: this ONNX Runtime offers {ort.get_available_providers()}"
-        )
 
 
 def passthrough(path: Path) -> Path:

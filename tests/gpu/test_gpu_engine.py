@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from framebus_inferencer import gpu
@@ -37,14 +36,6 @@ pytestmark = pytest.mark.gpu
 TRT, CUDA, CPU = (p.ort_name for p in (Provider.TENSORRT, Provider.CUDA, Provider.CPU))
 ALL = (Provider.TENSORRT, Provider.CUDA, Provider.CPU)
 GIB = 1 << 30
-
-
-@pytest.fixture(autouse=True)
-def onnxruntime_gpu() -> None:
-    if CUDA not in ort.get_available_providers():
-        pytest.fail(
-            f"needs onnxruntime-gpu: this ONNX Runtime offers {ort.get_available_providers()}"
-        )
 
 
 def save(model: onnx.ModelProto, path: Path) -> Path:
