@@ -356,6 +356,7 @@ def ready_drain(
     env = {
         **inferencer_env(kafka, names, model, args.max_batch),
         "FRAMEBUS_WORKERS": str(workers),
+        "FRAMEBUS_MAX_WAIT_MS": str(args.max_wait_ms),
         "FRAMEBUS_HTTP_PORT": str(free_port()),
         "FRAMEBUS_STOP_AFTER_IDLE_S": "0",  # stopped below, once every record is out
     }
@@ -858,6 +859,13 @@ def parse_args() -> argparse.Namespace:
     )
     add_bootstrap_argument(parser)
     parser.add_argument("--side", choices=("inferencer", "decoder", "both"), default="both")
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=20.0,
+        help="--workers: the inferencers' max_wait_ms (the service's default 20; a longer wait "
+        "fills every batch, as when the host is the limit, the case workers are for)",
+    )
     parser.add_argument(
         "--workers",
         type=int,
