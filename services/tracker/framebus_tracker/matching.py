@@ -44,6 +44,20 @@ def buffered_iou(tracks: Boxes, detections: Boxes, buffer: float) -> Scores:
     return iou_matrix(buffered(tracks, buffer), buffered(detections, buffer))
 
 
+def centres_within(tracks: Boxes, detections: Boxes, buffer: float) -> Allowed:
+    """Whether each detection's centre (columns) lies in each track box (rows) grown by `buffer`.
+
+    Buffered IoU alone lets a box match up to ~1.8 heights off the prediction, enough for another
+    object passing by; this is the tighter test for a track that has been lost.
+    """
+    grown = buffered(tracks, buffer)
+    cx = (detections[:, 0] + detections[:, 2]) / 2
+    cy = (detections[:, 1] + detections[:, 3]) / 2
+    inside_x = (grown[:, None, 0] <= cx[None, :]) & (cx[None, :] <= grown[:, None, 2])
+    inside_y = (grown[:, None, 1] <= cy[None, :]) & (cy[None, :] <= grown[:, None, 3])
+    return inside_x & inside_y
+
+
 def greedy_assign(scores: Scores, min_score: float) -> list[tuple[int, int]]:
     """(track, detection) pairs, best score first, each row and column used at most once.
 

@@ -18,7 +18,9 @@ Semantics, per camera:
   `min_hits` looked-at frames, and stays so.
 - Ageing is by capture time, not frame count, so it does not depend on the sampling rate: at a
   looked-at frame an unmatched tentative track ends; an unmatched confirmed track is kept (lost,
-  and can be matched again under its id) until it has gone unseen for more than `max_lost_s`.
+  and can be matched again under its id) until it has gone unseen for more than `max_lost_s`,
+  or until its predicted box lies wholly outside the frame (`orig_width` x `orig_height`, when
+  the record has them): an object that walked out is gone, not hidden.
 - Matching: each track predicts its box at the frame's capture time with a constant-velocity
   alpha-beta filter on the box centre (px/s, dt from capture times; size from the last
   detection), and the score is the buffered IoU of prediction and detection (see `matching`),
@@ -26,7 +28,9 @@ Semantics, per camera:
   walking person moves more than its width between samples, which defeats plain IoU. A track
   seen once has no velocity yet: the buffer is what lets its second sample match. Rounds, each
   over what the earlier left: tracks with a velocity; tracks without; tracks without at
-  `NEW_TRACK_BUFFER` x `match_buffer`.
+  `NEW_TRACK_BUFFER` x `match_buffer`. A lost track is re-taken only by a box whose centre lies
+  in its predicted box grown by `match_buffer`: its old id must not pass to another object that
+  turns up nearby (at an edge, one that enters where another left).
 - Deterministic: the same records give the same output, and `snapshot` -> JSON -> `restore`
   between two records gives exactly what an uninterrupted run gives.
 """
@@ -42,7 +46,7 @@ import numpy as np
 from framebus.errors import ConfigError, StateError
 from framebus.messages import Box, Detections, FrameStatus, TrackedObject, Tracks, tracks_of
 from framebus.sequence import Arrival, arrival
-from framebus_tracker.matching import assign_in_rounds
+from framebus_tracker.matching import assign_in_rounds, centres_within
 
 SNAPSHOT_VERSION = 1
 # Alpha-beta gains: the share of a match's position residual taken into the centre, and into
@@ -97,6 +101,7 @@ class _Track:
     h: float
     vx: float = 0.0  # px/s; 0 until the second match
     vy: float = 0.0
+    lost: bool = False  # unmatched at the last looked-at frame
 
     @classmethod
     def new(cls, track_id: str, box: Box, at_us: int, min_hits: int) -> _Track:
@@ -126,6 +131,7 @@ class _Track:
             self.vx += BETA * rx / dt
             self.vy += BETA * ry / dt
         self.last_seen_us = max(self.last_seen_us, at_us)
+        self.lost = False
         self.hits += 1
         self.confirmed = self.confirmed or self.hits >= min_hits
 
@@ -195,7 +201,7 @@ class CameraTracker:
 
     def _track(self, det: Detections) -> tuple[TrackedObject, ...]:
         now = det.capture_ts_us
-        tracks = [t for t in self._tracks if not t.confirmed or self._alive(t, now)]
+        tracks = [t for t in self._tracks if not t.confirmed or self._alive(t, now, det)]
         owners: list[_Track | None] = [None] * len(det.boxes)
         matched: set[int] = set()
         for row, col in self._match(tracks, det.boxes, now):
@@ -204,6 +210,8 @@ class CameraTracker:
             matched.add(row)
         # Unmatched tentative tracks end here; unmatched confirmed ones are kept, lost.
         self._tracks = [t for i, t in enumerate(tracks) if i in matched or t.confirmed]
+        for i, t in enumerate(tracks):
+            t.lost = i not in matched
         objects = []
         for col, box in enumerate(det.boxes):
             track = owners[col]
@@ -214,8 +222,13 @@ class CameraTracker:
             )
         return tuple(objects)
 
-    def _alive(self, track: _Track, now_us: int) -> bool:
-        return now_us - track.last_seen_us <= self._max_lost_us
+    def _alive(self, track: _Track, now_us: int, det: Detections) -> bool:
+        if now_us - track.last_seen_us > self._max_lost_us:
+            return False
+        if not track.lost or det.orig_width <= 0 or det.orig_height <= 0:
+            return True
+        x1, y1, x2, y2 = track.predicted(now_us)
+        return x2 > 0 and y2 > 0 and x1 < det.orig_width and y1 < det.orig_height
 
     def _match(
         self, tracks: list[_Track], boxes: tuple[Box, ...], now_us: int
@@ -229,12 +242,14 @@ class CameraTracker:
         same_class = track_classes[:, None] == box_classes[None, :]
         unmoving = np.array([t.hits == 1 for t in tracks])[:, None]
         buffer = self.config.match_buffer
+        lost = np.array([t.lost for t in tracks])[:, None]
+        allowed = same_class & (~lost | centres_within(predicted, detected, buffer))
         # Tracks with a velocity first: a new track's guess must not take an established
         # track's detection (at 2 fps, two walkers a width apart otherwise swap ids each sample).
         rounds = [
-            (buffer, same_class & ~unmoving),
-            (buffer, same_class & unmoving),
-            (NEW_TRACK_BUFFER * buffer, same_class & unmoving),
+            (buffer, allowed & ~unmoving),
+            (buffer, allowed & unmoving),
+            (NEW_TRACK_BUFFER * buffer, allowed & unmoving),
         ]
         return assign_in_rounds(predicted, detected, rounds, self.config.min_match_iou)
 
@@ -267,6 +282,7 @@ class CameraTracker:
                     "confirmed": t.confirmed,
                     "box": [t.cx, t.cy, t.w, t.h],
                     "velocity": [t.vx, t.vy],
+                    "lost": t.lost,
                 }
                 for t in self._tracks
             ],
@@ -317,4 +333,6 @@ def _track_from(item: Mapping[str, Any]) -> _Track:
         h=h,
         vx=vx,
         vy=vy,
+        # Snapshots from before "lost" existed: the track is taken as seen, for one frame.
+        lost=bool(item.get("lost", False)),
     )

@@ -5,6 +5,7 @@ from framebus_tracker.matching import (
     assign_in_rounds,
     buffered,
     buffered_iou,
+    centres_within,
     greedy_assign,
     iou_matrix,
 )
@@ -71,3 +72,13 @@ def test_assign_in_rounds_when_first_round_matches_then_second_cannot_retake() -
 def test_assign_in_rounds_when_pair_not_allowed_then_never_matched() -> None:
     tracks, dets = boxes((0, 0, 10, 10)), boxes((0, 0, 10, 10))
     assert assign_in_rounds(tracks, dets, [(0.5, np.zeros((1, 1), dtype=bool))], 0.05) == []
+
+
+def test_centres_within_when_centre_in_grown_box_then_true_else_false() -> None:
+    # Track box 100 x 100 grown by 0.5: x and y from -50 to 150.
+    inside = centres_within(
+        boxes((0, 0, 100, 100)),
+        boxes((100, 100, 200, 200), (140, 0, 240, 100), (0, 120, 100, 220)),
+        0.5,
+    )
+    assert inside.tolist() == [[True, False, False]]

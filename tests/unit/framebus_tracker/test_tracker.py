@@ -326,6 +326,16 @@ def test_step_when_same_records_twice_then_same_outputs() -> None:
     assert run(tracker(), mixed_records()) == run(tracker(), mixed_records())
 
 
+def test_restore_when_snapshot_has_no_lost_flag_then_tracks_restored_as_seen() -> None:
+    t = tracker()
+    run(t, [det(1, box(100)), det(2, box(140))])
+    state = t.snapshot()
+    for track in state["tracks"]:
+        del track["lost"]
+    restored = CameraTracker.restore("cam-1", TrackerConfig(), state)
+    assert ids(run(restored, [det(3, box(180))])[0]) == ids(run(t, [det(3, box(180))])[0])
+
+
 def test_restore_when_other_version_then_state_error() -> None:
     state = tracker().snapshot() | {"v": 99}
     with pytest.raises(TrackerStateError, match="version"):
@@ -342,3 +352,99 @@ def test_restore_when_damaged_then_state_error() -> None:
     del state["tracks"]
     with pytest.raises(TrackerStateError, match="damaged"):
         CameraTracker.restore("cam-1", TrackerConfig(), state)
+
+
+# -- exits and newcomers -----------------------------------------------------------------------
+
+FRAME_W, FRAME_H = 1280, 720
+SIDE = 128.0  # the issue's object: a 128 px square
+
+
+def square(cx: float, cy: float) -> Box:
+    return Box(cx - SIDE / 2, cy - SIDE / 2, cx + SIDE / 2, cy + SIDE / 2, 0, "class0", 0.9)
+
+
+def framed(seq: int, t_s: float, *boxes: Box) -> Detections:
+    """A looked-at record of a 1280 x 720 camera."""
+    record = det(seq, *boxes, t_s=t_s)
+    return dataclasses.replace(record, orig_width=FRAME_W, orig_height=FRAME_H)
+
+
+def exit_then_newcomer(fps: int) -> tuple[list[Detections], int]:
+    """A walks right at 160 px/s, last seen at x 1120-1248, y 584-712; then nothing; one second
+    later B enters at the right edge 192 px higher, walking left. Returns records, A's count."""
+    last_a = 3.0
+    a = [
+        framed(n + 1, n / fps, square(1184 - 160 * (last_a - n / fps), 648))
+        for n in range(round(last_a * fps) + 1)
+    ]
+    rest = []
+    for n in range(round(last_a * fps) + 1, round((last_a + 3.0) * fps) + 1):
+        t_s = n / fps
+        since_b = t_s - (last_a + 1.0)
+        boxes = [square(1216 - 160 * since_b, 456)] if since_b >= 0 else []
+        rest.append(framed(n + 1, t_s, *boxes))
+    return a + rest, len(a)
+
+
+@pytest.mark.parametrize("fps", [2, 5])
+def test_step_when_object_exits_and_other_enters_near_it_within_max_lost_then_new_id(
+    fps: int,
+) -> None:
+    records, count_a = exit_then_newcomer(fps)
+    out = run(tracker(max_lost_s=2.0), records)
+    a_ids = {i for o in out[:count_a] for i in ids(o)}
+    b_ids = {i for o in out[count_a:] for i in ids(o)}
+    assert len(a_ids) == 1
+    assert out[count_a - 1].objects[0].confirmed
+    assert len(b_ids) == 1
+    assert not a_ids & b_ids
+
+
+@pytest.mark.parametrize("fps", [2, 5])
+def test_step_when_lost_track_predicted_out_of_frame_then_it_ends(fps: int) -> None:
+    records, count_a = exit_then_newcomer(fps)
+    t = tracker(max_lost_s=2.0)
+    run(t, records[:count_a])
+    # A's predicted box (x1 = 1120 + 160 t) leaves the 1280 px frame 1 s after A was last seen,
+    # well within max_lost_s: the track ends there.
+    last_seen_us = records[count_a - 1].capture_ts_us
+    active = {}
+    for r in records[count_a:]:
+        t.step(dataclasses.replace(r, boxes=()))
+        active[(r.capture_ts_us - last_seen_us) / 1_000_000] = t.active_tracks
+    assert active[1 / fps] == 1
+    assert active[1.0] == 0
+
+
+@pytest.mark.parametrize("fps", [2, 5])
+def test_step_when_frame_size_unknown_then_lost_track_kept_until_max_lost(fps: int) -> None:
+    t = tracker(max_lost_s=2.0)
+    run(t, walk(fps, 2.0, (1000, 300, 160)))
+    run(t, [det(100 + n, t_s=2.0 + n / fps) for n in range(1, round(1.5 * fps))])
+    assert t.active_tracks == 1
+
+
+@pytest.mark.parametrize("fps", [2, 5])
+@pytest.mark.parametrize(("miss_x", "miss_y"), [(0.0, 0.0), (0.6, 0.3)])
+def test_step_when_occluded_object_reappears_where_predicted_then_keeps_id(
+    fps: int, miss_x: float, miss_y: float
+) -> None:
+    # Walks right at 160 px/s in a 1280 px frame, hidden for 1.5 s, then found where its motion
+    # predicts, off by up to 0.6 of its width and 0.3 of its height.
+    records = []
+    for n in range(round(6.0 * fps)):
+        t_s = n / fps
+        hidden = 2.0 <= t_s < 3.5
+        off = (miss_x * SIDE, miss_y * SIDE) if t_s >= 3.5 else (0.0, 0.0)
+        cx = 200 + 160 * t_s + off[0]
+        records.append(framed(n + 1, t_s, *([] if hidden else [square(cx, 400 + off[1])])))
+    out = run(tracker(), records)
+    assert len({i for o in out for i in ids(o)}) == 1
+
+
+def test_step_when_lost_and_box_not_where_predicted_then_new_id() -> None:
+    # Lost for one sample, a box 1.5 heights off the predicted path takes a new id.
+    walker = [framed(n + 1, n / 2, square(200 + 80 * n, 400)) for n in range(4)]
+    out = run(tracker(), [*walker, framed(5, 2.0), framed(6, 2.5, square(600, 400 - 192))])
+    assert ids(out[-1]) != ids(out[0])
