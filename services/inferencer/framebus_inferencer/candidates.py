@@ -31,8 +31,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from framebus.errors import ModelError
-from framebus_inferencer.graph import image_input, prepend_uint8_input
+from framebus_inferencer.graph import default_opset
+from framebus_inferencer.headshape import head_shape, known
 from framebus_inferencer.postprocess import ROW_WIDTH, CandidateRows
 from framebus_inferencer.settings import CandidateSelection, HeadFormat
 
@@ -121,59 +121,6 @@ class _Graph:
         return self.node("Reshape", [x, self.ints(f"{name}_shape", *shape)], name)
 
 
-def _shape(value: onnx.ValueInfoProto) -> list[int | str | None]:
-    return [
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-        for d in value.type.tensor_type.shape.dim
-    ]
-
-
-def declared_shapes(model: onnx.ModelProto) -> list[list[int | str | None]]:
-    """The model's output shapes as declared: a number, a symbolic name, or None when unknown."""
-    return [_shape(o) for o in model.graph.output]
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-
-
-def _known(shape: list[int | str | None]) -> bool:
-    return len(shape) == 3 and all(isinstance(d, int) and d > 0 for d in shape[1:])
-
-
-def inferred_head_shape(
-    model: onnx.ModelProto, size: tuple[int, int] | None
-) -> list[int | str | None] | None:
-    """The single output's shape by ONNX shape inference at the input size the engine runs.
-
-    Ultralytics' `dynamic=True` declares output0 ['batch', 84, 'anchors'], but the engine pins
-    height and width (`graph.prepend_uint8_input`: `size`, else the `imgsz` metadata), which
-    fixes the anchor count. With the batch pinned too (to 1 unless static), data propagation
-    follows the head's Shape -> Gather -> Concat -> Reshape(-1) arithmetic. None when it fails.
-    """
-    try:
-        pinned, spec = prepend_uint8_input(model, size=size)
-        dims = image_input(pinned).type.tensor_type.shape.dim
-        dims[0].Clear()
-        dims[0].dim_value = spec.batch or 1
-        inferred = onnx.shape_inference.infer_shapes(pinned, data_prop=True)
-    except (ModelError, ValueError, onnx.shape_inference.InferenceError):
-        return None  # the declared shape's reason is the one to give
-    name = model.graph.output[0].name
-    return next((_shape(o) for o in inferred.graph.output if o.name == name), None)
-
-
-def head_shape(model: onnx.ModelProto, size: tuple[int, int] | None) -> list[int | str | None]:
-    """The head's declared shape, its class and anchor counts inferred when declared dynamic."""
-    declared = declared_shapes(model)[0]
-    if _known(declared):
-        return declared
-    inferred = inferred_head_shape(model, size)
-    if inferred is None or len(inferred) != len(declared) or not _known(inferred):
-        return declared
-    return [declared[0], *inferred[1:]]
-
-
 def _why_not(
     model: onnx.ModelProto, head: HeadFormat, size: tuple[int, int] | None
 ) -> tuple[str, list[int | str | None]]:
@@ -186,10 +133,10 @@ def _why_not(
     elem = outputs[0].type.tensor_type.elem_type
     if elem not in (TensorProto.FLOAT, TensorProto.FLOAT16):
         return f"its head is {TensorProto.DataType.Name(elem)}, not float32 or float16", []
-    if _opset(model) < MIN_OPSET:
-        return f"its opset {_opset(model)} is older than {MIN_OPSET} (GatherElements)", []
+    if default_opset(model) < MIN_OPSET:
+        return f"its opset {default_opset(model)} is older than {MIN_OPSET} (GatherElements)", []
     shape = head_shape(model, size)
-    if not _known(shape):
+    if not known(shape):
         return (
             f"its head's shape {shape} leaves the class or anchor count unknown until it runs "
             "(ONNX shape inference at the pinned input size does not tell them either)",
@@ -238,7 +185,7 @@ def append_candidate_selection(
     a, b = (d for d in shape[1:] if isinstance(d, int))  # _why_not: both known
     (width, anchors), build = ((a, b), _yolov8) if head is HeadFormat.YOLOV8 else ((b, a), _yolov5)
     k = min(max_candidates, anchors)
-    g = _Graph(out.graph, _opset(out))
+    g = _Graph(out.graph, default_opset(out))
     # numpy compares a float16 head with the threshold in float16: the same bound, in float32.
     bound = np.float32(helper.tensor_dtype_to_np_dtype(elem).type(threshold))
     rows = build(g, head_out.name, elem, width, k, bound)

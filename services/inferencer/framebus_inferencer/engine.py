@@ -28,18 +28,12 @@ import onnx
 
 from framebus.errors import ModelError
 from framebus.messages import Frame
-from framebus_inferencer.candidates import (
-    Selection,
-    append_candidate_selection,
-    declared_shapes,
-    resolved,
-)
 from framebus_inferencer.enginecpu import EngineCpu
 from framebus_inferencer.fallback import ProviderMismatch
-from framebus_inferencer.graph import prepend_uint8_input
+from framebus_inferencer.headshape import resolve_head
 from framebus_inferencer.model import ModelInfo, static_batch_note
 from framebus_inferencer.orterrors import ORT_ERRORS, is_memory_failure
-from framebus_inferencer.postprocess import Decoder, check_head, class_names, detect_head
+from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import (
     GPU_PROVIDERS,
     EngineOptions,
@@ -49,8 +43,9 @@ from framebus_inferencer.providers import (
     bucket_for,
 )
 from framebus_inferencer.ranby import graph_provider, idle_note, provider_times, time_shares
+from framebus_inferencer.selection import CandidateTail
 from framebus_inferencer.session import open_session, take_profile
-from framebus_inferencer.settings import CandidateSelection, HeadFormat
+from framebus_inferencer.settings import HeadFormat
 from framebus_inferencer.slot import InputSlot, OutputLayout
 
 log = logging.getLogger(__name__)
@@ -64,10 +59,6 @@ _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 WARM_UP_RUNS = 3
-NO_GPU = (
-    "FRAMEBUS_CANDIDATE_SELECTION is auto and no GPU provider runs the graph (on the CPU "
-    "provider the graph's selection costs more than the host's)"
-)
 CPU_KNOB = "FRAMEBUS_CPU_ARENA_LIMIT_BYTES"
 GPU_KNOB = "FRAMEBUS_GPU_MEM_LIMIT_BYTES"
 
@@ -102,22 +93,16 @@ class Engine:
             model = onnx.load_from_string(raw)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
-        head, names = _resolve_head(model, labels_path, head, self.options)
-        selections: list[tuple[CandidateSelection, Selection]] = []
-
-        def tail(model: onnx.ModelProto, gpu: bool) -> onnx.ModelProto:
-            how = resolved(self.options.candidate_selection, gpu)
-            selections.append((how, self._append_selection(model, head, how)))
-            return selections[-1][1].model
-
+        head, names = resolve_head(model, labels_path, head, self.options.image_size)
+        tail = CandidateTail(self.options, head)
         try:
             with self.cpu.session_threads():
                 opened = open_session(model, self.options, tail)
         except _LOAD_ERRORS as exc:
             raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from exc
-        how, selection = selections[-1]  # the one the session was made with
         # True when the graph was to select a raw head's candidates and cannot (logged as why).
-        self.candidate_fallback = self._say_where(head, how, selection)
+        self.candidate_fallback = tail.say_where(log)
+        rows = tail.selection.rows if tail.selection is not None else None
         self.session = opened.session
         # The session profiles its first run only (session.py): kernel time per provider.
         self._profiling = True
@@ -131,7 +116,7 @@ class Engine:
         self.device = "cuda" if self.provider in GPU_PROVIDERS else "cpu"
         outputs = tuple(o.name for o in self.session.get_outputs())
         version = str(model_version(model) or hashlib.sha256(raw).hexdigest()[:12])
-        self.info = ModelInfo(model_path.stem, version, spec, outputs, names, head, selection.rows)
+        self.info = ModelInfo(model_path.stem, version, spec, outputs, names, head, rows)
         static = self.info.static_batch
         self.buckets = (static,) if static else batch_buckets(self.options.max_batch)
         self._local = threading.local()
@@ -156,38 +141,6 @@ class Engine:
         if limit.enforced_by is LimitedBy.NONE:
             return f"the {self.device} memory (no limit holds with {self.provider} first)"
         return f"the cuda memory arena limit of {limit.limit_bytes} bytes ({GPU_KNOB})"
-
-    def _append_selection(
-        self, model: onnx.ModelProto, head: HeadFormat, how: CandidateSelection
-    ) -> Selection:
-        opts = self.options
-        return append_candidate_selection(
-            model,
-            head,
-            how,
-            opts.confidence_threshold,
-            opts.max_candidates,
-            opts.iou_threshold,
-            opts.image_size,
-        )
-
-    def _say_where(self, head: HeadFormat, how: CandidateSelection, selection: Selection) -> bool:
-        """Log once why a raw head's candidates stay on the host; True when that is a fallback."""
-        if selection.rows is not None or head not in (HeadFormat.YOLOV5, HeadFormat.YOLOV8):
-            return False
-        asked = self.options.candidate_selection
-        if how is CandidateSelection.HOST:  # asked for, or auto without a GPU: not a fallback
-            why = selection.reason if asked is how else NO_GPU
-            log.info("candidates of the %s head are selected on the host: %s", head.value, why)
-            return False
-        log.warning(
-            "candidates of the %s head are selected on the host, not in the graph as "
-            "FRAMEBUS_CANDIDATE_SELECTION=%s asks (the whole head is copied back each batch): %s",
-            head.value,
-            asked.value,
-            selection.reason,
-        )
-        return True
 
     @property
     def arena_limit_bytes(self) -> int:
@@ -395,20 +348,3 @@ class Engine:
 def model_version(model: onnx.ModelProto) -> str | None:
     """The `version` the model's metadata names, if any."""
     return next((p.value for p in model.metadata_props if p.key == "version" and p.value), None)
-
-
-def _resolve_head(
-    model: onnx.ModelProto, labels_path: Path | None, head: HeadFormat, opts: EngineOptions
-) -> tuple[HeadFormat, tuple[str, ...]]:
-    """The head layout (detected, or checked when set) and the class names, before any session.
-
-    Candidate selection is appended to the graph before a session is made (a TensorRT engine
-    is built once), so the head is told from the model's declared outputs, not a session's.
-    """
-    names = class_names({p.key: p.value for p in model.metadata_props}, labels_path)
-    shapes = declared_shapes(model)
-    if head is HeadFormat.AUTO:
-        _, spec = prepend_uint8_input(model, size=opts.image_size)
-        return detect_head(shapes, len(names), (spec.height, spec.width)), names
-    check_head(head, shapes)
-    return head, names

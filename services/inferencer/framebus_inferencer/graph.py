@@ -117,7 +117,8 @@ def _static_batch(dim: int | str) -> int | None:
     return dim if isinstance(dim, int) and dim > 0 else None
 
 
-def _default_opset(model: onnx.ModelProto) -> int:
+def default_opset(model: onnx.ModelProto) -> int:
+    """The version of the default (ai.onnx) domain the model imports; 0 when none."""
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
@@ -216,7 +217,7 @@ def prepend_uint8_input(
     for o in graph.output:
         if o.name == name:
             raise ModelError(f"model input {name} is also an output; cannot rewrite it")
-    opset = _default_opset(model)
+    opset = default_opset(model)
     batch = dims[0]
     dtype = "float16" if elem == TensorProto.FLOAT16 else "float32"
     if frame_format is FrameFormat.I420:
