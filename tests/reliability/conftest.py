@@ -11,7 +11,8 @@ import onnx
 import pytest
 
 from framebus.kafka.settings import KafkaSettings
-from framebus_tools.localkafka import LocalCluster, LocalKafka
+from framebus_tools.localcluster import LocalCluster
+from framebus_tools.localkafka import LocalKafka
 from framebus_tools.synthetic import MovingSquare, write_bright_square_model, write_square_video
 from testkit.models import yolov8_model
 from tests.integration.conftest import kafka, topics  # noqa: F401 - shared fixtures

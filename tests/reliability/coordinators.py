@@ -13,7 +13,7 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from framebus.kafka.settings import KafkaSettings, instance_transactional_id
-from framebus_tools.localkafka import LocalCluster
+from framebus_tools.localcluster import LocalCluster
 from tests.reliability.harness import cluster_metadata, under_replicated, wait_for
 
 # offsets.topic.num.partitions and transaction.state.log.num.partitions of the local cluster

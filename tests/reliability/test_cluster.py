@@ -22,7 +22,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.telemetry.watchdog import EXIT_STALLED
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
-from framebus_tools.localkafka import LocalCluster
+from framebus_tools.localcluster import LocalCluster
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.harness import (
     Service,

@@ -40,7 +40,7 @@ from framebus.codec import DetectionsCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
-from framebus_tools.localkafka import LocalCluster
+from framebus_tools.localcluster import LocalCluster
 from framebus_tools.process import free_port
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.coordinators import (

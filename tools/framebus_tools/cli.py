@@ -18,7 +18,7 @@ from framebus.logs import configure_logging
 from framebus.topology import TopicSettings
 
 if TYPE_CHECKING:
-    from framebus_tools.localkafka import LocalCluster
+    from framebus_tools.localcluster import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
 # `..._tracker`, `..._alerts`, `..._live`); the CLI hands them their arguments, so both ways of
@@ -73,7 +73,8 @@ def _kafka_command(args: argparse.Namespace) -> int:
 
 
 def _cluster_command(args: argparse.Namespace) -> int:
-    from framebus_tools.localkafka import LocalCluster, default_home
+    from framebus_tools.localcluster import LocalCluster
+    from framebus_tools.localkafka import default_home
 
     home = Path(args.home) if args.home else default_home()
     cluster = LocalCluster(base_port=args.port, size=args.brokers, home=home)

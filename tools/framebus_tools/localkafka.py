@@ -3,8 +3,7 @@
 `framebus kafka start` resolves `org.apache.kafka:kafka_2.13` and its runtime dependencies (plus a
 log4j2 binding) with Maven into a user cache once, formats KRaft storage, and starts one combined
 broker + controller. Later starts reuse the cache and need no network. `--brokers 3` starts a
-`LocalCluster` instead: three such nodes forming one KRaft quorum, each one killable and
-restartable on its own, so tests can take a partition leader away.
+`localcluster.LocalCluster` instead: three such nodes forming one KRaft quorum.
 """
 
 from __future__ import annotations
@@ -16,42 +15,19 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from framebus.errors import LocalKafkaError
 from framebus.kafka.settings import BROKER_MAX_MESSAGE_BYTES, KafkaSettings
 from framebus.kafka.topics import broker_reachable, min_insync_replicas, replication_factor_for
+from framebus_tools.kafkajars import ensure_kafka_jars, kafka_libs_dir
 
-KAFKA_VERSION = "4.1.1"
-SCALA_VERSION = "2.13"
-LOG4J_VERSION = "2.25.3"
-SLF4J_VERSION = "2.0.17"
-COMPLETE_MARKER = ".complete"
 NODE_ID = "1"  # the single KRaft node: broker and controller
 CLUSTER_ID_FILE = "cluster.id"
-
-POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>io.framebus</groupId><artifactId>local-kafka</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_{scala}</artifactId>
-      <version>{kafka}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
-      <version>{log4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j2-impl</artifactId><version>{log4j}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId>
-      <version>{slf4j}</version></dependency>
-  </dependencies>
-</project>
-"""
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
@@ -109,7 +85,7 @@ class LocalKafka:
     @property
     def libs_dir(self) -> Path:
         """Where the Kafka jars are cached."""
-        return self.home / f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}" / "libs"
+        return kafka_libs_dir(self.home)
 
     @property
     def run_dir(self) -> Path:
@@ -138,54 +114,7 @@ class LocalKafka:
 
     def ensure_jars(self) -> Path:
         """Resolve Kafka's jars with Maven once; later calls use the cache without network."""
-        if (self.libs_dir / COMPLETE_MARKER).exists():
-            return self.libs_dir
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise LocalKafkaError(
-                "Maven is needed once to fetch Apache Kafka's jars, and `mvn` is not on PATH. "
-                "Install it: `sudo apt-get install maven` (Debian/Ubuntu), `brew install maven` "
-                "(macOS), or see https://maven.apache.org/install.html"
-            )
-        work = self.libs_dir.parent
-        work.mkdir(parents=True, exist_ok=True)
-        pom = work / "pom.xml"
-        pom.write_text(
-            POM.format(
-                scala=SCALA_VERSION, kafka=KAFKA_VERSION, log4j=LOG4J_VERSION, slf4j=SLF4J_VERSION
-            ),
-            encoding="utf-8",
-        )
-        staging = work / "libs.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        print(
-            f"fetching Apache Kafka {KAFKA_VERSION} jars with Maven into {self.libs_dir} ...",
-            file=sys.stderr,
-        )
-        proc = subprocess.run(
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-f",
-                str(pom),
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={staging}",
-                "-DincludeScope=runtime",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise LocalKafkaError(
-                f"Maven could not fetch org.apache.kafka:kafka_{SCALA_VERSION}:{KAFKA_VERSION} "
-                f"(exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
-            )
-        shutil.rmtree(self.libs_dir, ignore_errors=True)
-        staging.rename(self.libs_dir)
-        (self.libs_dir / COMPLETE_MARKER).write_text(KAFKA_VERSION, encoding="utf-8")
-        return self.libs_dir
+        return ensure_kafka_jars(self.libs_dir)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -397,84 +326,6 @@ class LocalKafka:
         if self.pid() is not None:
             raise LocalKafkaError("stop the local Kafka before wiping its data")
         shutil.rmtree(self.run_dir, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class LocalCluster:
-    """`size` local brokers, each also a KRaft controller, forming one quorum on 127.0.0.1.
-
-    Brokers listen on `base_port` .. `base_port + size - 1` and their controllers on the `size`
-    ports after those (3 nodes from 39092: brokers 39092-39094, controllers 39095-39097). Node
-    `i` (from 1) is broker id `i`; its state lives under `home/run/cluster-<base_port>/node-<i>`.
-    Every node is a `LocalKafka`, so one can be killed and started again on its own.
-    """
-
-    base_port: int = 9092
-    size: int = 3
-    home: Path = field(default_factory=default_home)
-    heap: str = "512m"
-
-    @property
-    def state_dir(self) -> Path:
-        """The cluster's nodes and its cluster id."""
-        return self.home / "run" / f"cluster-{self.base_port}"
-
-    @property
-    def nodes(self) -> tuple[LocalKafka, ...]:
-        """The nodes, in broker id order."""
-        id_file = self.state_dir / CLUSTER_ID_FILE
-        shared_id = id_file.read_text(encoding="utf-8").strip() if id_file.exists() else None
-        voters = tuple((i + 1, self.base_port + self.size + i) for i in range(self.size))
-        return tuple(
-            LocalKafka(
-                port=self.base_port + i,
-                controller_port=voters[i][1],
-                home=self.home,
-                heap=self.heap,
-                node_id=voters[i][0],
-                voters=voters,
-                kraft_cluster_id=shared_id,
-                state_dir=self.state_dir / f"node-{voters[i][0]}",
-            )
-            for i in range(self.size)
-        )
-
-    def node(self, broker_id: int) -> LocalKafka:
-        """The node whose broker id (as in topic metadata) is `broker_id`."""
-        return self.nodes[broker_id - 1]
-
-    @property
-    def bootstrap(self) -> str:
-        """Every broker's address: a client still bootstraps with one of them down."""
-        return ",".join(n.bootstrap for n in self.nodes)
-
-    def start(self, timeout_s: float = 120.0) -> None:
-        """Launch every node that is not running, then return once each one answers."""
-        id_file = self.state_dir / CLUSTER_ID_FILE
-        if not id_file.exists():
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            id_file.write_text(cluster_id(), encoding="utf-8")
-        deadline = time.monotonic() + timeout_s
-        launched: list[tuple[LocalKafka, subprocess.Popen[bytes] | None]] = []
-        try:
-            for node in self.nodes:
-                launched.append((node, None if node.pid() is not None else node.launch()))
-            for node, proc in launched:
-                node.wait_ready(proc, max(1.0, deadline - time.monotonic()))
-        except LocalKafkaError:
-            self.stop()
-            raise
-
-    def stop(self, timeout_s: float = 30.0) -> list[bool]:
-        """Stop every node at once (one by one, the last would wait for a lost quorum)."""
-        with ThreadPoolExecutor(self.size) as pool:
-            return list(pool.map(lambda n: n.stop(timeout_s), self.nodes))
-
-    def wipe(self) -> None:
-        """Delete every node's data and the cluster id (all must be stopped)."""
-        if any(n.pid() is not None for n in self.nodes):
-            raise LocalKafkaError("stop the local Kafka cluster before wiping its data")
-        shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
 def cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:

@@ -12,7 +12,8 @@ import pytest
 from framebus.errors import LocalKafkaError
 from framebus.kafka.topics import TopicSpec, replication_factor_for
 from framebus_tools.cli import build_parser
-from framebus_tools.localkafka import LocalCluster, LocalKafka, cluster_id, port_taken
+from framebus_tools.localcluster import LocalCluster
+from framebus_tools.localkafka import LocalKafka, cluster_id, port_taken
 
 
 def test_cluster_id_is_16_bytes_of_url_safe_base64() -> None:
