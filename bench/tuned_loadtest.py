@@ -32,7 +32,8 @@ from framebus_tools.perf.loadtest import (
     LoadtestSettings,
     run_loadtest,
 )
-from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
+from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune
+from framebus_tools.perf.tunereport import write_outputs
 from testkit.models import conv_gflops, yolov8n_like_model
 
 

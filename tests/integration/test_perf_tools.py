@@ -13,7 +13,8 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from framebus_tools.perf.loadtest import LoadtestSettings, format_report, run_loadtest
-from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune, write_outputs
+from framebus_tools.perf.tune import TuneSettings, engine_factory, run_tune
+from framebus_tools.perf.tunereport import write_outputs
 from testkit.models import yolov8n_like_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

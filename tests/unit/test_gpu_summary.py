@@ -12,7 +12,8 @@ import numpy.typing as npt
 import pytest
 
 from bench.gpu_summary import JUNIT, STEPS, main, summarise
-from framebus_tools.perf.tune import TuneSettings, run_tune, write_outputs
+from framebus_tools.perf.tune import TuneSettings, run_tune
+from framebus_tools.perf.tunereport import write_outputs
 
 TESTS = """
 def test_device_when_asked_then_answers():

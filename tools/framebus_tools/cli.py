@@ -156,15 +156,9 @@ def _render_command(args: argparse.Namespace) -> int:
 
 
 def _tune_command(args: argparse.Namespace) -> int:
-    from framebus_tools.perf.tune import (
-        TuneSettings,
-        batch_sizes,
-        engine_factory,
-        format_table,
-        require_tools_extra,
-        run_tune,
-        write_outputs,
-    )
+    from framebus_tools.perf.extras import require_tools_extra
+    from framebus_tools.perf.tune import TuneSettings, batch_sizes, engine_factory, run_tune
+    from framebus_tools.perf.tunereport import format_table, write_outputs
 
     require_tools_extra("tune", "matplotlib", "tqdm")  # before minutes of measuring
     from tqdm import tqdm
@@ -187,8 +181,8 @@ def _tune_command(args: argparse.Namespace) -> int:
 
 
 def _loadtest_command(args: argparse.Namespace) -> int:
+    from framebus_tools.perf.extras import require_tools_extra
     from framebus_tools.perf.loadtest import LoadtestSettings, format_report, run_loadtest
-    from framebus_tools.perf.tune import require_tools_extra
 
     require_tools_extra("loadtest", "matplotlib")  # before starting Kafka and the services
     settings = cfg.load(LoadtestSettings, os.environ, args)

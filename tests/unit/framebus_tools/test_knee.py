@@ -96,7 +96,8 @@ def test_recommend_when_target_needs_more_than_knee_then_larger_batch_within_bud
 
 
 def test_helm_snippet_when_single_thread_processes_win_then_replicas_sized_in_them() -> None:
-    from framebus_tools.perf.tune import LayoutResult, TuneResult, helm_snippet
+    from framebus_tools.perf.tune import LayoutResult, TuneResult
+    from framebus_tools.perf.tunereport import helm_snippet
 
     points = curve({1: 4.0, 2: 4.5})
     rec = recommend(points, Budget(latency_budget_ms=2000, cameras=4, fps_per_camera=3))

@@ -12,7 +12,8 @@ import pytest
 
 from framebus_inferencer import gpu
 from framebus_tools.perf.memory import GPU_MEMORY, HOST_RSS, memory_source
-from framebus_tools.perf.tune import TuneSettings, format_table, run_tune, write_outputs
+from framebus_tools.perf.tune import TuneSettings, run_tune
+from framebus_tools.perf.tunereport import format_table, write_outputs
 
 
 class StubRunner:

@@ -23,7 +23,7 @@ from framebus.kafka.topics import ensure_topics
 from framebus.messages import Detections
 from framebus.settings import check, setting
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
-from framebus_tools.perf.tune import require_tools_extra
+from framebus_tools.perf.extras import require_tools_extra
 from framebus_tools.perf.tuned import TunedLoad, tuned_load
 from framebus_tools.pipeline import (
     CameraSpec,
