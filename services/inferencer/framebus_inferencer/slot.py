@@ -77,18 +77,21 @@ class InputSlot:
             src = frame if isinstance(frame, np.ndarray) else np.frombuffer(frame, np.uint8)
             record = None if records is None else records[i]
             if record is None or record.pixel_format is self.pixel_format:
-                self._write(i, src, Colour() if record is None else Colour.of(record))
+                self._write(i, src, record)
             else:
                 self._convert(i, src, Colour.of(record))
         if len(frames) < self.bucket:
             self.staging[len(frames) :] = 0  # padding frames; their outputs are ignored
 
-    def _write(self, i: int, src: npt.NDArray[np.uint8], colour: Colour) -> None:
-        """A frame in the format the input takes: copied, or split into planes."""
+    def _write(self, i: int, src: npt.NDArray[np.uint8], record: Frame | None = None) -> None:
+        """A frame in the format the input takes: copied, or split into planes.
+
+        An I420 frame's colour code comes from its record (the default colour without one).
+        """
         if self.pixel_format is PixelFormat.I420:
             row = self.staging[i]
             row[: self._picture] = src.reshape(-1)
-            row[self._picture] = colour_code(colour)
+            row[self._picture] = colour_code(Colour() if record is None else Colour.of(record))
         elif self._planes is None:
             self.staging[i] = src.reshape(self.frame_shape)
         else:
@@ -101,7 +104,7 @@ class InputSlot:
             rgb_to_i420(src.reshape(self.frame_shape), self.staging[i, : self._picture])
             self.staging[i, self._picture] = colour_code(Colour())
         else:  # an I420 frame
-            self._write(i, i420_to_rgb(src.reshape(-1), h, w, colour), Colour())
+            self._write(i, i420_to_rgb(src.reshape(-1), h, w, colour))
 
     @property
     def nbytes(self) -> int:
