@@ -22,7 +22,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from framebus.avro_mapping import RecordMapping
 from framebus.errors import CodecError, UnknownSchemaError
-from framebus.messages import Alert, Detections, Frame, Tracks
+from framebus.messages import Alert, Detections, Frame, FrameStatus, Tracks
 
 MAGIC = b"\xc3\x01"
 HEADER_BYTES = 10
@@ -166,7 +166,11 @@ class RecordCodec(Generic[T]):
     def __init__(self, cls: type[T], name: str, schemas_dir: Path) -> None:
         self._schema = load_schema(name, schemas_dir)
         self._codec = SingleObjectCodec(self._schema, _released_schemas(name, schemas_dir))
-        self._mapping = RecordMapping(cls, self._schema)
+        self._mapping = RecordMapping(cls, self._mapped_schema(self._schema))
+
+    def _mapped_schema(self, schema: dict[str, Any]) -> Mapping[str, Any]:
+        """The schema the message type is mapped against: the wire's, unless a subclass says."""
+        return schema
 
     def encode(self, value: T) -> bytes:
         """Serialize a record."""
@@ -220,14 +224,53 @@ class FrameCodec(RecordCodec[Frame]):
         return self._mapping.from_avro(r)
 
 
-class DetectionsCodec(RecordCodec[Detections]):
+STILL_REASON = "still"
+
+
+class _StillStatusCodec(RecordCodec[T]):
+    """A record whose `status` may be STILL: on the wire DROPPED_STALE with `still` set.
+
+    The status enum has no default, so a symbol added to it would stop readers from before it;
+    a new field with a default does not, and those readers take a still frame for one the model
+    did not look at, which it is.
+    """
+
+    def _mapped_schema(self, schema: dict[str, Any]) -> Mapping[str, Any]:
+        return _with_still_symbol(schema)
+
+    def encode(self, value: T) -> bytes:
+        record = self._mapping.to_avro(value)
+        if record["status"] == FrameStatus.STILL.name:
+            record = {**record, "status": FrameStatus.DROPPED_STALE.name, "still": True}
+            record["reason"] = record.get("reason") or STILL_REASON
+        return self._codec.encode(record)
+
+    def decode(self, data: bytes) -> T:
+        record = self._codec.decode(data)
+        if record.pop("still", False):
+            record["status"] = FrameStatus.STILL.name
+        return self._mapping.from_avro(record)
+
+
+def _with_still_symbol(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` with STILL among its status enum's symbols: the shape framebus's values take."""
+
+    def widened(field: dict[str, Any]) -> dict[str, Any]:
+        kind = field["type"]
+        return {**field, "type": {**kind, "symbols": [*kind["symbols"], FrameStatus.STILL.name]}}
+
+    fields = [widened(f) if f["name"] == "status" else f for f in schema["fields"]]
+    return {**schema, "fields": fields}
+
+
+class DetectionsCodec(_StillStatusCodec[Detections]):
     """Detections <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
         super().__init__(Detections, "detections", schemas_dir)
 
 
-class TracksCodec(RecordCodec[Tracks]):
+class TracksCodec(_StillStatusCodec[Tracks]):
     """Tracks <-> bytes."""
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:

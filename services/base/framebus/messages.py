@@ -53,6 +53,10 @@ class FrameStatus(enum.Enum):
     INFERRED = "INFERRED"
     DROPPED_STALE = "DROPPED_STALE"
     FAILED = "FAILED"
+    # No model run: the decoder's motion gate saw nothing move (`Frame.still`). On the wire a
+    # `still` flag beside status DROPPED_STALE (`framebus.codec`): the enum has no default, so a
+    # new symbol would break readers from before it.
+    STILL = "STILL"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Frame:
     pixel_format: PixelFormat = PixelFormat.RGB
     colour_matrix: ColourMatrix = ColourMatrix.BT601
     colour_range: ColourRange = ColourRange.LIMITED
+    still: bool = False  # the motion gate saw no change: no pixels (`tensor` is empty), no model
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,7 @@ class TrackedObject:
     first_seen_us: int
     confirmed: bool
     hits: int
+    carried: bool = False  # not seen: kept at its last box through a still frame
 
 
 def short_track_label(track_id: str) -> str:

@@ -60,6 +60,7 @@ class FrameEncoder:
         tensor: bytes | memoryview,
         pixel_format: PixelFormat = PixelFormat.RGB,
         colour: Colour = DEFAULT_COLOUR,
+        still: bool = False,
     ) -> bytes:
         """One frame record; `tensor` is any contiguous buffer (copied once, here)."""
         record: dict[str, Any] = {
@@ -79,6 +80,7 @@ class FrameEncoder:
             "pixel_format": pixel_format.name,
             "colour_matrix": colour.matrix.name,
             "colour_range": colour.range.name,
+            "still": still,
         }
         out = io.BytesIO()
         fastavro.schemaless_writer(out, self._head, record)
