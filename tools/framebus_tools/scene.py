@@ -134,6 +134,9 @@ class Scene:
     duration_s: float = 14.0
     background: int = BACKGROUND_LEVEL
     class_names: tuple[str, ...] = field(default=SCENE_CLASS_NAMES)
+    # (t_s, level): the background's grey from t_s on (a light switched on); before the first, it
+    # is `background`.
+    lighting: tuple[tuple[float, int], ...] = ()
 
     def __post_init__(self) -> None:
         for a in self.actors:
@@ -143,6 +146,14 @@ class Scene:
             for _, x, y in a.keyframes:
                 if x < 0 or y < 0 or x + w > self.width or y + h > self.height:
                     raise ValueError(f"actor {a.name!r}: keyframe ({x}, {y}) leaves the frame")
+
+    def background_at(self, t_s: float) -> int:
+        """The background's grey level at `t_s`."""
+        level = self.background
+        for start, value in self.lighting:
+            if t_s >= start:
+                level = value
+        return level
 
     @property
     def frames(self) -> int:
@@ -173,7 +184,7 @@ class Scene:
         """The RGB frame at `t_s` as a (height, width, 3) uint8 array."""
         if out is None:
             out = np.empty((self.height, self.width, 3), np.uint8)
-        out.fill(self.background)
+        out.fill(self.background_at(t_s))
         for a in self.actors:
             box = a.box_at(t_s)
             if box is not None:
@@ -289,6 +300,39 @@ def default_scene() -> Scene:
         line=((800.0, 0.0), (800.0, 720.0)),
         zone=((345.0, 120.0), (700.0, 120.0), (700.0, 280.0), (345.0, 280.0)),
         occupancy_zone=((400.0, 380.0), (1000.0, 380.0), (1000.0, 540.0), (400.0, 540.0)),
+    )
+
+
+def still_scene() -> Scene:
+    """A mostly still scene, for motion gating: long holds, an empty spell and a light switched on.
+
+    A person walks into the dwell zone and stands in it for 24 s (the light comes on meanwhile),
+    then walks out; the frame stays empty for 6 s; a person walks right over the line and out at
+    the right edge, and one second later another enters at that edge 192 px higher, walking left
+    over the line (the departure of one object and the arrival of another near the same place).
+    Something moves in 10 of its 46 s.
+    """
+    person = PERSON_SIZE
+    actors = (
+        Actor(
+            "green-dweller",
+            "person",
+            GREEN,
+            person,
+            ((0.0, 0, 40), (2.0, 400, 40), (26.0, 400, 40), (28.0, 0, 40)),
+        ),
+        # Out of the right edge at 200 px/s: last seen whole at x 1130..1200 (it leaves there).
+        Actor("red-leaver", "person", RED, person, ((34.0, 600, 500), (37.0, 1200, 500))),
+        # In at the right edge 192 px higher a second after, walking left at 200 px/s.
+        Actor("blue-arriver", "person", BLUE, person, ((38.0, 1200, 308), (41.0, 600, 308))),
+    )
+    return Scene(
+        actors=actors,
+        line=((800.0, 0.0), (800.0, 720.0)),
+        zone=((345.0, 120.0), (700.0, 120.0), (700.0, 280.0), (345.0, 280.0)),
+        occupancy_zone=((400.0, 380.0), (1000.0, 380.0), (1000.0, 540.0), (400.0, 540.0)),
+        duration_s=46.0,
+        lighting=((14.0, 64),),
     )
 
 

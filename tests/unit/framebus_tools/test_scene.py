@@ -28,6 +28,7 @@ from framebus_tools.scene import (
     Scene,
     default_scene,
     scene_rules_document,
+    still_scene,
     write_scene_video,
 )
 from framebus_tools.scene_model import COLOUR_TOLERANCE, color_blob_model
@@ -208,3 +209,26 @@ def test_scene_rules_document_when_compared_with_example_file_then_equal(scene: 
     rules = {r["type"]: r for r in scene_rules_document(scene, dwell_s=3.5)["rules"]}
     assert rules["dwell"]["seconds"] == 3.5
     assert rules["line_crossing"]["line"] == [[800, 0], [800, 720]]
+
+
+def test_still_scene_when_scored_then_one_in_one_out_a_long_dwell_and_a_light_switched_on() -> None:
+    scene = still_scene()
+    assert scene.expected_crossings() == {"person:OUT": 1, "person:IN": 1}
+    enter, leave = scene.dwell_truth(0)
+    assert enter < 2.0 and leave > 26.0
+    assert scene.background_at(13.9) == BACKGROUND_LEVEL and scene.background_at(14.0) == 64
+    assert not scene.occupancy_truth()
+    # The leaver's last box is at the right edge; the arriver's first, a second later, 192 px up.
+    last, first = scene.box_at(1, 37.0), scene.box_at(2, 38.0)
+    assert last is not None and first is not None
+    assert last[2] > 1260 and first[0] == last[0] and last[1] - first[1] == 192
+    assert scene.box_at(1, 37.5) is None and scene.box_at(2, 37.5) is None
+    moving = sum(
+        1
+        for i in range(round(scene.duration_s * 10))
+        if any(
+            scene.box_at(k, i / 10) != scene.box_at(k, (i + 1) / 10)
+            for k in range(len(scene.actors))
+        )
+    )
+    assert moving / (scene.duration_s * 10) < 0.25
