@@ -9,7 +9,11 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
+from framebus_decoder.cameras import parse_cameras
+from framebus_decoder.motion import MotionConfig
+from framebus_decoder.settings import DecoderSettings
 from tests.deploy.crd_schemas import BY_KIND
 from tests.deploy.helmutil import CHART, CI_VALUES, K8S_VERSION, Helm, Rendered, write_values
 
@@ -164,6 +168,25 @@ def test_schema_when_camera_has_no_url_then_rejected(helm: Helm, tmp_path: Path)
     assert proc.returncode != 0
     assert "/decoder/cameras/0" in proc.stderr
     assert "url" in proc.stderr
+
+
+def test_schema_when_camera_has_motion_then_its_config_map_gives_the_decoder_that_gate(
+    helm: Helm, tmp_path: Path
+) -> None:
+    mask = [[[0, 0], [640, 0], [640, 60]]]
+    motion = {"enabled": True, "still_refresh_s": 5, "mask": mask}
+    cam = {"id": "cam-1", "url": "rtsp://cam/1", "motion": motion}
+    rendered = helm.render([write_values(tmp_path, {"decoder": {"cameras": [cam]}})])
+    (config_map,) = [c for c in rendered.of_kind("ConfigMap") if "cameras.yaml" in c["data"]]
+    doc = yaml.safe_load(config_map["data"]["cameras.yaml"])
+    (camera,) = parse_cameras(doc, DecoderSettings())
+    assert camera.motion == MotionConfig(
+        still_refresh_s=5, mask=(((0.0, 0.0), (640.0, 0.0), (640.0, 60.0)),)
+    )
+    bad = {**cam, "motion": {"enabled": True, "threshold": 300}}
+    proc = helm.template_cmd(values=[write_values(tmp_path, {"decoder": {"cameras": [bad]}})])
+    assert proc.returncode != 0
+    assert "/decoder/cameras/0/motion/threshold" in proc.stderr
 
 
 def test_ci_values_files_exist() -> None:

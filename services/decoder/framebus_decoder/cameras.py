@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from framebus.errors import ConfigError
+from framebus_decoder.motion import MotionConfig, Polygon
 from framebus_decoder.settings import DecoderSettings, RtspTransport
 
 _KNOWN_KEYS = {
@@ -21,7 +22,9 @@ _KNOWN_KEYS = {
     "loop",
     "realtime",
     "options",
+    "motion",
 }
+_MOTION_KEYS = {"enabled", "threshold", "min_area", "still_refresh_s", "lighting_fraction", "mask"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Camera:
     # Where in each sampling interval frames are taken (0 <= phase < 1); None: the decoder
     # spreads the cameras it starts (see sampler.spread_phase).
     sample_phase: float | None = None
+    motion: MotionConfig | None = None  # None: no motion gate, every sampled frame in full
 
     @property
     def is_file(self) -> bool:
@@ -81,6 +85,7 @@ def load_cameras(settings: DecoderSettings) -> list[Camera]:
                 settings.rtsp_transport,
                 settings.loop,
                 settings.realtime,
+                motion=_motion(settings.camera_id, None, settings),
             )
         ]
     raise ConfigError(
@@ -146,6 +151,7 @@ def _camera(n: int, item: Any, defaults: DecoderSettings) -> Camera:
         realtime=bool(item.get("realtime", defaults.realtime)),
         options=tuple(sorted((str(k), str(v)) for k, v in options.items())),
         sample_phase=phase,
+        motion=_motion(str(item["id"]), item.get("motion"), defaults),
     )
 
 
@@ -163,3 +169,77 @@ def _sample_phase(item: dict[str, Any]) -> float | None:
             f"(a fraction of the sampling interval), got {raw!r}"
         )
     return phase
+
+
+def _motion(camera_id: str, raw: Any, defaults: DecoderSettings) -> MotionConfig | None:
+    """The camera's motion gate: its `motion` mapping over the FRAMEBUS_MOTION_* defaults."""
+    where = f"camera file: motion of {camera_id}"
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a mapping, e.g. {{enabled: true, threshold: 25}}")
+    unknown = set(raw) - _MOTION_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{where} has unknown keys {sorted(unknown)}; known: {sorted(_MOTION_KEYS)}"
+        )
+    enabled = raw.get("enabled", defaults.motion_enabled)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}: enabled must be true or false, got {enabled!r}")
+    if not enabled:
+        return None
+    config = MotionConfig(
+        threshold=_number(raw, "threshold", defaults.motion_threshold, where),
+        min_area=_number(raw, "min_area", defaults.motion_min_area, where),
+        still_refresh_s=_number(raw, "still_refresh_s", defaults.motion_still_refresh_s, where),
+        lighting_fraction=_number(
+            raw, "lighting_fraction", defaults.motion_lighting_fraction, where
+        ),
+        mask=_mask(raw.get("mask"), where),
+    )
+    _check_motion(config, where)
+    return config
+
+
+def _number(raw: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _check_motion(config: MotionConfig, where: str) -> None:
+    if not 0 < config.threshold < 255:
+        raise ConfigError(f"{where}: threshold must be between 0 and 255 (a luma difference)")
+    if not 0 < config.min_area <= 1:
+        raise ConfigError(f"{where}: min_area must be in (0, 1] (a fraction of the picture)")
+    if config.still_refresh_s <= 0:
+        raise ConfigError(f"{where}: still_refresh_s must be > 0 (seconds)")
+    if not config.min_area < config.lighting_fraction <= 1:
+        raise ConfigError(f"{where}: lighting_fraction must be above min_area and at most 1")
+
+
+def _mask(raw: Any, where: str) -> tuple[Polygon, ...]:
+    """Mask polygons: a list of polygons, each a list of at least 3 [x, y] original pixels."""
+    if raw is None:
+        return ()
+    shape = "a list of polygons, each a list of at least 3 [x, y] points in original pixels"
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: mask must be {shape}")
+    polygons = []
+    for n, polygon in enumerate(raw):
+        if not isinstance(polygon, list) or len(polygon) < 3:
+            raise ConfigError(f"{where}: mask polygon {n} must have at least 3 points ({shape})")
+        polygons.append(tuple(_point(p, f"{where}: mask polygon {n}") for p in polygon))
+    return tuple(polygons)
+
+
+def _point(raw: Any, where: str) -> tuple[float, float]:
+    ok = (
+        isinstance(raw, list | tuple)
+        and len(raw) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in raw)
+    )
+    if not ok:
+        raise ConfigError(f"{where}: a point must be [x, y], two numbers >= 0, got {raw!r}")
+    return (float(raw[0]), float(raw[1]))

@@ -111,6 +111,12 @@ class LetterboxBuffer:
         if self.chw is not None:
             self.chw.fill(PAD_VALUE)
 
+    def picture(self, lb: Letterbox) -> U8:
+        """A view of the picture without its pad: the Y plane's window (I420), or RGB (HWC)."""
+        if self.i420 is None:
+            return self._window(lb)
+        return self._plane_windows(self.i420, lb)[0]
+
     def _window(self, lb: Letterbox) -> U8:
         return self.hwc[
             lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width

@@ -47,6 +47,7 @@ class PendingFrame:
     release: Callable[[], None]
     pixel_format: PixelFormat = PixelFormat.RGB
     colour: Colour = DEFAULT_COLOUR
+    still: bool = False  # the motion gate saw nothing change: `tensor` is empty
 
 
 class FramePublisher:
@@ -144,6 +145,7 @@ class FramePublisher:
                 pad_y=frame.letterbox.pad_y,
                 compression=frame.compression,
                 tensor=frame.tensor,
+                still=frame.still,
             )
         finally:
             frame.release()

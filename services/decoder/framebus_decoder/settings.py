@@ -138,6 +138,26 @@ class DecoderSettings:
     max_frames: int = setting(
         0, "Stop each camera after publishing this many frames (0 = no limit)."
     )
+    motion_enabled: bool = setting(
+        False,
+        "Default of each camera's motion gate: frames without motion go out as still records "
+        "(no pixels, no model run); off by default, as it changes what downstream sees "
+        "(docs/motion.md).",
+    )
+    motion_threshold: float = setting(
+        25.0, "Luma difference (0..255) for a pixel to count as changed by the motion gate."
+    )
+    motion_min_area: float = setting(
+        0.002, "Fraction of the picture (0..1) that must change to count as motion."
+    )
+    motion_still_refresh_s: float = setting(
+        10.0, "With the motion gate, a full frame at least this often in seconds while still."
+    )
+    motion_lighting_fraction: float = setting(
+        0.5,
+        "More of the picture than this fraction changing at once is a lighting change: the "
+        "gate's background is reset and the frame sent in full, not counted as motion.",
+    )
     http_port: int = http_port_setting()
     log_level: str = log_level_setting()
 
@@ -162,3 +182,11 @@ class DecoderSettings:
         check(self.producer_linger_ms >= 0, "producer_linger_ms", "must be >= 0")
         check(self.producer_queue_kbytes >= 1024, "producer_queue_kbytes", "must be >= 1024")
         check(self.drain_timeout_s >= 0, "drain_timeout_s", "must be >= 0")
+        check(0 < self.motion_threshold < 255, "motion_threshold", "must be between 0 and 255")
+        check(0 < self.motion_min_area <= 1, "motion_min_area", "must be in (0, 1]")
+        check(self.motion_still_refresh_s > 0, "motion_still_refresh_s", "must be > 0")
+        check(
+            self.motion_min_area < self.motion_lighting_fraction <= 1,
+            "motion_lighting_fraction",
+            "must be above motion_min_area and at most 1",
+        )

@@ -44,6 +44,9 @@ class CameraStats:
     last_frame_at: float = 0.0  # time.monotonic() of the last decoded frame
     device: str = ""  # where its source decodes: "software" or a device type ("cuda")
     hw_fallbacks: Counter[tuple[str, str]] = field(default_factory=Counter)  # (device, reason)
+    gated: Counter[str] = field(default_factory=Counter)  # motion gate decisions, by reason
+    motion_fraction: float | None = None  # changed fraction of the last gated frame
+    motion_cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class CameraSnapshot:
     last_frame_age_s: float | None
     device: str = ""
     hw_fallbacks: dict[tuple[str, str], int] = field(default_factory=dict)
+    gated: dict[str, int] = field(default_factory=dict)  # "still" or a full frame's reason
+    motion_fraction: float | None = None
+    motion_cpu_s: float = 0.0
 
     def count(self, name: str) -> int:
         """One counter (`decoded`, `published`, ...), 0 when never counted."""
@@ -111,6 +117,14 @@ class DecoderStats:
             if fallback is not None:
                 cam.hw_fallbacks[fallback] += 1
 
+    def gated(self, camera_id: str, reason: str, fraction: float, cpu_s: float) -> None:
+        """Count one motion gate decision (`still` or why the frame went in full), its cost."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.gated[reason] += 1
+            cam.motion_fraction = fraction
+            cam.motion_cpu_s += cpu_s
+
     def set_state(self, camera_id: str, state: CameraState, reason: str = "") -> None:
         """Record the camera's current state (and why, for RECONNECTING and FAILED)."""
         with self._lock:
@@ -140,6 +154,9 @@ class DecoderStats:
                     last_frame_age_s=(now - cam.last_frame_at) if cam.last_frame_at else None,
                     device=cam.device,
                     hw_fallbacks=dict(cam.hw_fallbacks),
+                    gated=dict(cam.gated),
+                    motion_fraction=cam.motion_fraction,
+                    motion_cpu_s=cam.motion_cpu_s,
                 )
                 for cid, cam in self._cameras.items()
             }

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 from framebus.kafka.settings import KafkaSettings
 from framebus.telemetry.families import counters, gauges
 from framebus.telemetry.service import ServiceTelemetry
-from framebus_decoder.stats import COUNTERS, CameraState, DecoderStats
+from framebus_decoder.stats import COUNTERS, CameraSnapshot, CameraState, DecoderStats
 
 
 class DecoderCollector(Collector):
@@ -76,6 +76,7 @@ class DecoderCollector(Collector):
             ["camera", "device"],
             {(cid, snap.device): 1 for cid, snap in snaps.items() if snap.device},
         )
+        yield from motion_families(snaps)
         yield gauges(
             f"{p}_last_frame_age_seconds",
             "Seconds since the camera's last decoded frame.",
@@ -86,6 +87,41 @@ class DecoderCollector(Collector):
                 if snap.last_frame_age_s is not None
             },
         )
+
+
+def motion_families(snaps: dict[str, CameraSnapshot]) -> Iterator[Any]:
+    """The motion gate's metrics, for cameras that have one (docs/motion.md)."""
+    p = "framebus_decoder"
+    yield counters(
+        f"{p}_still_frames",
+        "Sampled frames the motion gate sent as still records (no pixels, no model run).",
+        ["camera"],
+        {cid: snap.gated.get("still", 0) for cid, snap in snaps.items() if snap.gated},
+    )
+    yield counters(
+        f"{p}_motion_full_frames",
+        "Sampled frames the motion gate sent in full, by reason: motion, first, motion_end, "
+        "refresh, lighting.",
+        ["camera", "reason"],
+        {(cid, r): n for cid, snap in snaps.items() for r, n in snap.gated.items() if r != "still"},
+    )
+    yield gauges(
+        f"{p}_motion_changed_fraction",
+        "Fraction of the picture (outside the mask) the motion gate saw change in the last "
+        "sampled frame.",
+        ["camera"],
+        {
+            cid: snap.motion_fraction
+            for cid, snap in snaps.items()
+            if snap.motion_fraction is not None
+        },
+    )
+    yield counters(
+        f"{p}_motion_gate_cpu_seconds",
+        "CPU time the motion gate spent, per camera (divide by its frames for the cost a frame).",
+        ["camera"],
+        {cid: snap.motion_cpu_s for cid, snap in snaps.items() if snap.gated},
+    )
 
 
 def decoder_telemetry(

@@ -6,12 +6,15 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from framebus.compression import compress
+from framebus.letterbox import Letterbox
 from framebus.messages import Compression, TensorLayout
 from framebus.pixels import FrameFormat
 from framebus_decoder.cameras import Camera
+from framebus_decoder.motion import MotionGate
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
 from framebus_decoder.sampler import FpsSampler
@@ -80,6 +83,7 @@ class CameraWorker:
                 )
             )
         self._handed = 0
+        self._gate = None if camera.motion is None else MotionGate(camera.motion)
         self._fallback_logged = False  # a hardware-decoding fallback is logged once per camera
         # A file decoded as fast as possible is a batch job: it waits for the producer rather
         # than drop frames, so what it publishes does not depend on the machine's speed.
@@ -147,6 +151,8 @@ class CameraWorker:
         """Stream the source once to its end; return the pts offset for the next loop."""
         cam = self.camera
         pacer = RealtimePacer() if cam.realtime and cam.is_file else None
+        if self._gate is not None:
+            self._gate.reset()  # a new stream (reconnect, file loop): a new background
         with VideoSource(cam, self._cfg.source) as source:
             self._report_device(source)
             self._stats.set_state(cam.id, CameraState.STREAMING)
@@ -201,18 +207,8 @@ class CameraWorker:
         buffer = self._pool.get()
         lb = letterbox_frame(frame, buffer)
         orig = (frame.width, frame.height)  # type: ignore[attr-defined]
-        if self._cfg.compression is Compression.NONE:
-            tensor: bytes | memoryview = buffer.tensor.data.cast("B")
-
-            def release() -> None:
-                self._pool.put(buffer)
-        else:
-            tensor = compress(self._cfg.compression, buffer.tensor.data.cast("B"))
-            self._pool.put(buffer)
-
-            def release() -> None:
-                return None
-
+        still = self._still(buffer, lb, pts_s)
+        tensor, release, compression = self._payload(buffer, still)
         pending = PendingFrame(
             camera_id=self.camera.id,
             capture_ts_us=capture_ts_us,
@@ -223,9 +219,10 @@ class CameraWorker:
             layout=buffer.layout,
             pixel_format=buffer.format.pixel_format,
             colour=buffer.colour,
-            compression=self._cfg.compression,
+            compression=compression,
             tensor=tensor,
             release=release,
+            still=still,
         )
         full = self._publisher.queue_for(self.camera.id, self.policy).is_full()
         if full:
@@ -238,3 +235,34 @@ class CameraWorker:
             if self._cfg.max_frames and self._handed >= self._cfg.max_frames:
                 raise _Done
         return result.waited
+
+    def _still(self, buffer: LetterboxBuffer, lb: Letterbox, pts_s: float) -> bool:
+        """Ask the camera's motion gate (if any) whether this frame goes out without pixels."""
+        if self._gate is None:
+            return False
+        started = time.thread_time()
+        decision = self._gate.check(buffer.picture(lb), lb.scale, pts_s)
+        cpu_s = time.thread_time() - started
+        self._stats.gated(self.camera.id, decision.reason.value, decision.changed_fraction, cpu_s)
+        return decision.still
+
+    def _payload(
+        self, buffer: LetterboxBuffer, still: bool
+    ) -> tuple[bytes | memoryview, Callable[[], None], Compression]:
+        """The record's tensor, what releases the buffer once it is encoded, its compression.
+
+        A still frame carries no pixels: its buffer goes back at once, nothing to compress.
+        """
+        if still:
+            self._pool.put(buffer)
+            return b"", _nothing, Compression.NONE
+        data = buffer.tensor.data.cast("B")
+        if self._cfg.compression is Compression.NONE:
+            return data, lambda: self._pool.put(buffer), Compression.NONE
+        tensor = compress(self._cfg.compression, data)
+        self._pool.put(buffer)
+        return tensor, _nothing, self._cfg.compression
+
+
+def _nothing() -> None:
+    return None
