@@ -83,20 +83,22 @@ def test_decoder_when_motion_gate_on_then_still_records_between_motion_refresh_a
         assert f.pixel_format is PixelFormat.I420
         assert len(f.tensor) == (0 if f.still else 640 * 640 * 3 // 2)
     full_at = [round(f.pts_s or 0.0, 1) for f in frames if not f.still]
-    moving = [t for t in full_at if 1.0 <= t < 3.0]
-    assert len(moving) == 10  # every sampled frame while the box moves goes in full
-    # Still from 3 s: the frame after motion ends, then one refresh every 2 s, then the lights.
-    assert [t for t in full_at if t >= 3.0] == [3.0, 5.0, 7.0, 8.0]
+    moving = [t for t in full_at if 1.0 <= t <= 3.0]
+    # Every sampled frame while the box moves goes in full, and the first without it (a change
+    # from the last full frame, which showed it).
+    assert len(moving) == 11
+    # Still after: the frame after motion ends, then one refresh every 2 s, then the lights.
+    assert [t for t in full_at if t > 3.0] == [3.2, 5.2, 7.2, 8.0]
     assert full_at[0] == 0.0 and all(t >= 1.0 for t in full_at[1:])
 
     gated = stats.snapshot()["m"].gated
     assert gated == {
         "first": 1,
-        "motion": 10,
+        "motion": 11,
         "motion_end": 1,
         "refresh": 2,
         "lighting": 1,
-        "still": 30,
+        "still": 29,
     }
     config = MotionConfig(still_refresh_s=REFRESH_S)
     assert [f.still for f in frames] == predicted_still(video, frames, config)

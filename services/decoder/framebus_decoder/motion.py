@@ -1,14 +1,16 @@
 """Per-camera motion gate: is a sampled frame worth a model run, or is the scene still.
 
 Pure logic on the letterboxed picture (numpy and OpenCV only). The picture is shrunk by a whole
-factor to about `GRID_WIDTH` pixels wide, blurred, and compared with a running-average background;
-pixels that differ by more than `threshold` count as changed. docs/motion.md has the figures.
+factor to about `GRID_WIDTH` pixels wide, blurred, and compared with the reference: the last
+picture the camera sent in full, which is what the model and the tracker last saw. Pixels that
+differ by more than `threshold` count as changed. A still frame therefore means "no change since
+the last full frame", the condition under which the tracker may carry its objects through it;
+docs/motion.md says why this beats a slowly learned background here, with the figures.
 """
 
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
 
 import cv2
@@ -20,9 +22,6 @@ F32 = npt.NDArray[np.float32]
 Polygon = tuple[tuple[float, float], ...]
 
 GRID_WIDTH = 100  # pixels across the grid the gate compares; the factor down to it is whole
-# Share of the current picture blended into the background per sampled frame: a stopped object
-# of contrast c fades below the threshold t after log(t / c) / log(1 - rate) frames.
-BACKGROUND_RATE = 0.1
 BLUR_KERNEL = (3, 3)
 # pts are floats summed across file loops: a refresh due "now" may compute as a hair early.
 TIME_EPSILON_S = 1e-6
@@ -32,10 +31,10 @@ class MotionReason(enum.Enum):
     """Why a sampled frame is sent in full, or STILL when it is not."""
 
     MOTION = "motion"
-    FIRST = "first"  # no background yet: the first frame of a stream
+    FIRST = "first"  # no reference yet: the first frame of a stream
     MOTION_END = "motion_end"  # the first frame after motion stopped: the model sees the rest
     REFRESH = "refresh"  # still_refresh_s since the last full frame
-    LIGHTING = "lighting"  # most of the picture changed at once: background reset, not motion
+    LIGHTING = "lighting"  # most of the picture changed at once: a new reference, not motion
     STILL = "still"
 
 
@@ -97,54 +96,54 @@ def mask_grid(mask: tuple[Polygon, ...], scale: float, factor: int, shape: tuple
 
 
 class MotionGate:
-    """One camera's background and the decision for each of its sampled frames."""
+    """One camera's reference picture and the decision for each of its sampled frames."""
 
     def __init__(self, config: MotionConfig) -> None:
         self.config = config
-        self._background: F32 | None = None
+        self._reference: F32 | None = None  # the last full frame's picture on the grid
         self._ignored: U8 | None = None  # mask on the grid, for `_mask_key`
         self._mask_key: tuple[float, int, tuple[int, int]] | None = None
         self._in_motion = False
         self._last_full_s = 0.0
 
     def reset(self) -> None:
-        """Forget the background (a new stream): the next frame is sent in full as FIRST."""
-        self._background = None
+        """Forget the reference (a new stream): the next frame is sent in full as FIRST."""
+        self._reference = None
         self._in_motion = False
 
     def check(self, picture: U8, scale: float, pts_s: float) -> MotionDecision:
         """Decide for one sampled frame: `picture` is the letterbox window (luma, or RGB)."""
         small = shrink(picture)
         blurred = cv2.GaussianBlur(small, BLUR_KERNEL, 0).astype(np.float32)
-        background = self._background
-        if background is None or background.shape != blurred.shape:
-            self._background = blurred
+        reference = self._reference
+        if reference is None or reference.shape != blurred.shape:
             self._in_motion = False
-            return self._full(MotionReason.FIRST, 0.0, pts_s)
-        fraction = self._changed_fraction(blurred, background, scale, grid_factor(picture.shape[1]))
+            return self._full(MotionReason.FIRST, 0.0, pts_s, blurred)
+        fraction = self._changed_fraction(blurred, reference, scale, grid_factor(picture.shape[1]))
         if fraction > self.config.lighting_fraction:
-            self._background = blurred
             self._in_motion = False
-            return self._full(MotionReason.LIGHTING, fraction, pts_s)
-        cv2.accumulateWeighted(blurred, background, BACKGROUND_RATE)
-        moving = fraction >= self.config.min_area
-        if moving:
+            return self._full(MotionReason.LIGHTING, fraction, pts_s, blurred)
+        if fraction >= self.config.min_area:
             self._in_motion = True
-            return self._full(MotionReason.MOTION, fraction, pts_s)
+            return self._full(MotionReason.MOTION, fraction, pts_s, blurred)
         if self._in_motion:
             self._in_motion = False
-            return self._full(MotionReason.MOTION_END, fraction, pts_s)
+            return self._full(MotionReason.MOTION_END, fraction, pts_s, blurred)
         since = pts_s - self._last_full_s
         if since < 0 or since >= self.config.still_refresh_s - TIME_EPSILON_S:
-            return self._full(MotionReason.REFRESH, fraction, pts_s)
+            return self._full(MotionReason.REFRESH, fraction, pts_s, blurred)
         return MotionDecision(MotionReason.STILL, fraction)
 
-    def _full(self, reason: MotionReason, fraction: float, pts_s: float) -> MotionDecision:
+    def _full(
+        self, reason: MotionReason, fraction: float, pts_s: float, picture: F32
+    ) -> MotionDecision:
+        """A frame sent in full: it becomes the reference the next frames are compared with."""
+        self._reference = picture
         self._last_full_s = pts_s
         return MotionDecision(reason, fraction)
 
-    def _changed_fraction(self, current: F32, background: F32, scale: float, factor: int) -> float:
-        changed = cv2.absdiff(current, background) > self.config.threshold
+    def _changed_fraction(self, current: F32, reference: F32, scale: float, factor: int) -> float:
+        changed = cv2.absdiff(current, reference) > self.config.threshold
         if not self.config.mask:
             return float(np.count_nonzero(changed)) / changed.size
         ignored = self._ignored_grid(scale, factor, changed.shape)
@@ -159,10 +158,3 @@ class MotionGate:
             self._ignored = mask_grid(self.config.mask, scale, factor, key[2])
             self._mask_key = key
         return self._ignored
-
-
-def frames_to_fade(contrast: float, threshold: float, rate: float = BACKGROUND_RATE) -> int:
-    """Sampled frames until a stopped object of `contrast` blends below `threshold` (for docs)."""
-    if contrast <= threshold:
-        return 0
-    return math.ceil(math.log(threshold / contrast) / math.log(1 - rate))
