@@ -35,6 +35,7 @@ from framebus_inferencer.settings import InferencerSettings, Provider
 from framebus_inferencer.stats import InferencerStats
 from framebus_tools.synthetic import bright_square_model
 from tests.unit.framebus_inferencer.stubkafka import Blocking, StubConsumerClient, StubMessage
+from tests.unit.framebus_inferencer.test_lag import exported_histogram
 
 NOW_US = 1_700_000_000_000_000
 SIZE = 32
@@ -185,3 +186,19 @@ def test_inference_when_a_batch_has_still_frames_then_each_is_answered_still_in_
     assert stats.by_status == {"INFERRED": 2, "STILL": 2}
     assert stats.batch_sizes == {2: 1}  # the model ran on the two full frames only
     assert not stats.drops_by_reason  # nothing was dropped
+
+
+def test_stats_when_still_frames_delivered_then_in_the_lag_but_not_the_latencies() -> None:
+    stats = InferencerStats()
+    tp = ("frames", 0)
+    stats.lag.received(tp, 0, NOW_US)
+    stats.lag.received(tp, 1, NOW_US, timed=False)
+    assert stats.lag.lags(NOW_US)[tp].messages == 0 and len(stats.lag._in_flight[tp]) == 2
+    stats.delivered([(tp, 0), (tp, 1)], NOW_US + 50_000)
+    _, total_s, count = exported_histogram(stats, "e2e_latency_seconds")
+    assert (count, round(total_s, 3)) == (1, 0.05)  # only the inferred frame's
+    assert stats.lag._in_flight[tp] == {}
+    stats.outcome("cam", FrameStatus.STILL, 1.0)
+    stats.outcome("cam", FrameStatus.INFERRED, 80.0)
+    assert list(stats.e2e_latency_ms) == [80.0]
+    assert stats.by_status == {"STILL": 1, "INFERRED": 1}

@@ -232,7 +232,7 @@ class Receiver:
         if frame.pixel_format is not self.input_format and not frame.still:
             self._on_host(frame.pixel_format)
         self.tracing.decoded(tp[1], offset, decode_start)
-        self.stats.lag.received(tp, offset, frame.capture_ts_us)
+        self.stats.lag.received(tp, offset, frame.capture_ts_us, timed=not frame.still)
         self.batcher.add(
             Pending(
                 frame.camera_id,
