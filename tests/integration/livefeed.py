@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import confluent_kafka
 import numpy as np
@@ -115,7 +115,9 @@ class LiveFeed:
     """Plays cameras at `fps` on a thread: frames with their detections and tracks records.
 
     Cameras in `tracked` also get a tracks record per frame; the first camera an alert every
-    `alert_every` frames.
+    `alert_every` frames. With `still_every` N only every Nth frame is full: the others are still
+    (no pixels, the decoder's motion gate saw nothing move), answered STILL, their tracks records
+    carrying the last full frame's box.
     """
 
     def __init__(
@@ -129,6 +131,7 @@ class LiveFeed:
         alert_every: int = 10,
         noise: bool = False,
         stale_every: int = 0,
+        still_every: int = 0,
     ) -> None:
         self._producer = confluent_kafka.Producer(
             {**kafka.client_config(), "message.max.bytes": MAX_RECORD_BYTES}
@@ -140,6 +143,7 @@ class LiveFeed:
             noise,
             stale_every,
         )
+        self.still_every = still_every
         self.sent: dict[tuple[str, int], Detections] = {}
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="live-feed", daemon=True)
@@ -166,18 +170,23 @@ class LiveFeed:
         seq = 0
         start = time.monotonic()
         while not self.stop.is_set():
+            still = bool(self.still_every) and seq % self.still_every != 0
+            shown_seq = seq - seq % self.still_every if still else seq  # its picture's frame
             for i, cam in enumerate(self.cameras):
                 frame = frame_of(cam, i, seq, self.size, self.noise)
+                if still:
+                    frame = replace(frame, tensor=b"", still=True)
                 self.produce(self.topics.frames, cam, frames.encode(frame))
                 stale = self.stale_every and seq % self.stale_every == self.stale_every - 1
                 status = FrameStatus.DROPPED_STALE if stale else FrameStatus.INFERRED
-                det = detections_of(frame, blob_box(i, seq), status)
+                det = detections_of(frame, blob_box(i, seq), FrameStatus.STILL if still else status)
                 self.sent[(cam, seq)] = det
                 self.produce(self.topics.detections, cam, detections.encode(det))
                 if cam in self.tracked:
+                    boxes = (blob_box(i, shown_seq),) if still else det.boxes
                     objects = tuple(
-                        TrackedObject(f"{cam}/1/{i + 1}", b, det.capture_ts_us, True, 3)
-                        for b in det.boxes
+                        TrackedObject(f"{cam}/1/{i + 1}", b, det.capture_ts_us, True, 3, still)
+                        for b in boxes
                     )
                     self.produce(self.topics.tracks, cam, tracks.encode(tracks_of(det, objects)))
                 if i == 0 and seq % self.alert_every == self.alert_every - 1 and det.boxes:

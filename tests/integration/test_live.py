@@ -18,7 +18,7 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from tests.integration.conftest import TopicFactory
-from tests.integration.livefeed import BLOB_RGB, ORIG_H, ORIG_W, LiveFeed
+from tests.integration.livefeed import BLOB_RGB, ORIG_H, ORIG_W, LiveFeed, blob_box
 from tests.integration.liveserver import (
     LiveLauncher,
     LiveProcess,
@@ -208,4 +208,33 @@ def test_live_when_a_page_stops_reading_then_its_tiles_drop_and_the_other_page_g
     assert live.metric("framebus_live_tiles_dropped_total") > 0
     # Both pages gone, nothing left behind (the server sees the sockets close a little later).
     wait_for(lambda: live.metric("framebus_live_viewers") == 0, 10, "no viewers left")
+    assert live.service.stop() == 0
+
+
+def test_live_when_frames_are_still_then_last_full_picture_shown_with_carried_boxes(
+    kafka: KafkaSettings, topics: TopicFactory, tmp_path: Path, launch_live: LiveLauncher
+) -> None:
+    names = topics()
+    t = live_topics(kafka, names)
+    live = launch_live(names, t, tmp_path / "live.log", tile_fps=10)
+    feed = LiveFeed(kafka, t, ["cam-s"], fps=10, tracked=frozenset({"cam-s"}), still_every=4)
+    feed.start()
+    try:
+        got = asyncio.run(watch(live.url, 6.0, ["cam-s"]))
+    finally:
+        feed.close()
+    boxes = {m["seq"]: m for m in got.of_type("boxes")}
+    still_tiles = [(h, jpeg) for h, jpeg in got.tiles if h["seq"] % 4 and boxes[h["seq"]]["boxes"]]
+    assert len(still_tiles) >= 3, [h["seq"] for h, _ in got.tiles]
+    for header, jpeg in still_tiles[-3:]:
+        message = boxes[header["seq"]]
+        assert message["status"] == "STILL" and message["boxes"][0]["carried"] is True
+        # The picture is the last full frame's: its blob where that frame had it.
+        shown = blob_box(0, header["seq"] - header["seq"] % 4)
+        image = _rgb(jpeg)
+        cx, cy = (shown.x1 + shown.x2) / 2 * 320 / ORIG_W, (shown.y1 + shown.y2) / 2 * 180 / ORIG_H
+        assert _near(image[round(cy), round(cx)], BLOB_RGB), header
+    figures = got.of_type("stats")[-1]["cameras"]["cam-s"]
+    assert figures["still"] >= 10 and "STILL" not in figures["drops"]
+    assert live.metric("framebus_live_bad_records_total", kind="frames") == 0
     assert live.service.stop() == 0

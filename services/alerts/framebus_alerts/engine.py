@@ -10,6 +10,12 @@ moving to another consumer, carries on where the last one stopped.
 - A smaller or equal seq with a newer capture time means the decoder restarted: every rule state of
   the camera starts afresh (a line rule keeps its running counts; see `objects`).
 - Frames the model did not look at (`DROPPED_STALE`, `FAILED`) move the cursor and nothing else.
+- A STILL frame (the decoder's motion gate saw nothing move) is the scene as last seen: its
+  carried objects go to every rule like a looked-at frame's, so zones, dwell, occupancy and
+  streaks go on through a still period as if each frame had been inferred (a line rule never
+  counts a carried object as a crossing: `objects`). A STILL record without objects (nothing was
+  seen, or alerts on detections without a tracker, where nothing carries the boxes) moves the
+  cursor and nothing else: it is then not looked at.
 - A rule's state is restored only if the rule is defined exactly as when it was saved (same name
   and settings); a changed rule starts afresh, a removed one is dropped.
 """
@@ -63,7 +69,7 @@ class RuleState(Protocol):
     """What one rule remembers about one camera, and how it reacts to a looked-at frame."""
 
     def step(self, frame: Tracks) -> list[Firing]:
-        """Account for one INFERRED frame; return what fired."""
+        """Account for one INFERRED frame, or a STILL one's carried objects; return what fired."""
         ...
 
     def dump(self) -> dict[str, Any]:
@@ -160,7 +166,7 @@ class AlertEngine:
         camera = self._cameras.get(frame.camera_id) or self._new_camera(frame.camera_id)
         if not self._advance(camera, frame):
             return []
-        if frame.status is not FrameStatus.INFERRED:
+        if not _evaluated(frame):
             self.stats.not_looked_at[(frame.camera_id, frame.status.value)] += 1
             return []
         self.stats.frames[frame.camera_id] += 1
@@ -256,6 +262,13 @@ class AlertEngine:
             detections_offset=offset,
             **{f.name: getattr(firing, f.name) for f in dataclasses.fields(firing)},
         )
+
+
+def _evaluated(frame: Tracks) -> bool:
+    """True for a frame the rules see: looked at, or still with the objects it carries."""
+    if frame.status is FrameStatus.STILL:
+        return bool(frame.objects)
+    return frame.status is FrameStatus.INFERRED
 
 
 def tracks_from_detections(det: Detections) -> Tracks:

@@ -5,9 +5,12 @@ Each rule reads the tracks of one camera, frame by frame. Choices made here (als
 - A track takes part when its `track_id` is not empty, it is `confirmed` and its box is of one of
   the rule's classes with at least `min_score`. Other objects of the frame are, for the rule, not
   there (a line rule still records where an unconfirmed track is: see below).
-- Only looked-at (INFERRED) frames count; the engine never shows a rule any other. A looked-at
-  frame without a track does not move that track: "consecutive" means consecutive observations
-  of the track, and a track that disappears is just absent.
+- Only looked-at (INFERRED) frames count, and STILL frames' carried objects (the tracker keeps
+  what was seen at its last box while nothing moves); the engine never shows a rule any other. A
+  carried object is an observation like a seen one for zones and dwell, so a track standing in a
+  zone through a still period keeps its visit and its dwell time. A looked-at frame without a
+  track does not move that track: "consecutive" means consecutive observations of the track,
+  and a track that disappears is just absent.
 - Inertia (zone rules): a track becomes "in" after `inertia` consecutive observations with its
   anchor inside the polygon, and "out" again after `inertia` consecutive observations outside.
   ENTER fires when it becomes in, EXIT when it becomes out after having been in. A track that
@@ -22,7 +25,8 @@ Each rule reads the tracks of one camera, frame by frame. Choices made here (als
   the line segment itself (not its extension). Points exactly on the line are skipped.
   Unconfirmed observations still move the track's last position; a crossing made while
   unconfirmed is held and counted when the track is confirmed (a crossing back before that cancels
-  it). Running counts per `<class>:IN` / `<class>:OUT` survive decoder restarts.
+  it). Running counts per `<class>:IN` / `<class>:OUT` survive decoder restarts. Only seen
+  movement crosses a line: a carried object keeps its track's path alive and moves nothing.
 - Cooldown (per-track rules): `cooldown_s: 0` fires at most once per track (per direction for
   lines); `cooldown_s > 0` lets the same track fire again once that much capture time passed since
   its last firing.
@@ -317,7 +321,11 @@ class _LineState:
         now = frame.capture_ts_us
         fired: list[Firing] = []
         for obj in frame.objects:
-            if self.rule.takes_part(obj, confirmed=False):
+            if not self.rule.takes_part(obj, confirmed=False):
+                continue
+            if obj.carried:  # not seen: it keeps the path (and its TTL), never crosses
+                self.tracks.get(obj.track_id, now)
+            else:
                 fired.extend(self._track(obj, now))
         self.tracks.prune(now)
         return fired

@@ -10,7 +10,9 @@ looks at every box of a frame, tracked or not, so it also runs on detections wit
   no match, which re-arms it.
 - Frames the model did not look at (`DROPPED_STALE`, `FAILED`) and frames missing from the stream
   (a gap in `seq`) are "not looked at": they neither extend a streak nor break it. Only an
-  `INFERRED` frame with no matching box resets the count.
+  `INFERRED` frame with no matching box resets the count. A `STILL` frame's carried boxes (the
+  scene as last seen) count like a looked-at frame's; a still frame without them (nothing seen,
+  or no tracker to carry them) is not looked at (`engine`).
 - Replays and decoder restarts are decided by the engine (`engine.AlertEngine`), which also
   snapshots the streaks with the rest of a camera's state.
 

@@ -25,7 +25,7 @@ class AlertsCollector:
         s, p = self.stats, "framebus_alerts"
         yield counters(
             f"{p}_frames_evaluated",
-            "Looked-at (INFERRED) records evaluated, per camera.",
+            "Records evaluated by the rules (INFERRED, and STILL with carried objects), per camera.",
             ["camera_id"],
             s.engine.frames,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 class TensorLayout(enum.Enum):
@@ -81,6 +81,16 @@ class Frame:
     colour_matrix: ColourMatrix = ColourMatrix.BT601
     colour_range: ColourRange = ColourRange.LIMITED
     still: bool = False  # the motion gate saw no change: no pixels (`tensor` is empty), no model
+
+
+def still_picture(still: Frame, picture: Frame) -> Frame:
+    """A still frame shown with the pixels of its camera's last full frame `picture`.
+
+    A still frame has no pixels: nothing moved since `picture`, so `picture` is what the camera
+    saw. The result is `picture`'s pixels and geometry under the still frame's identity (seq,
+    capture time), with `still` kept so that a drawer can show it as still.
+    """
+    return replace(picture, seq=still.seq, capture_ts_us=still.capture_ts_us, still=True)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ so tests run it against a fake clock.
 
 Staleness is decided here, once: a frame older than `max_frame_age_ms` when its batch closes
 leaves as stale instead of taking a place in the batch.
+
+A still frame (the decoder's motion gate saw nothing move: no pixels) never takes a place in a
+batch either. It waits here only behind earlier frames of its partition, so its record is not
+published before theirs (the tracker takes a camera's records in seq order, and a camera is one
+partition); with nothing before it, it leaves at once, without the batch.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class Pending(Generic[T]):
     partition: int
     offset: int
     payload: T
+    still: bool = False  # no pixels: answered without the model (see the module doc)
 
 
 class CloseReason(enum.StrEnum):
@@ -38,17 +44,19 @@ class CloseReason(enum.StrEnum):
     DEADLINE = "deadline"  # max_wait_ms after its first frame arrived
     BACKPRESSURE = "backpressure"  # the batcher is full: nothing more can arrive
     STALE_ONLY = "stale-only"  # only frames too old to infer were due
+    STILL_ONLY = "still-only"  # only still frames (no pixels) were due
     FLUSH = "flush"  # shutdown, or partitions given up
 
 
 @dataclass(frozen=True)
 class Batch(Generic[T]):
-    """What one `poll` hands out: frames to infer, and frames too old to be worth inferring."""
+    """What one `poll` hands out: frames to infer, frames too old to infer, and still frames."""
 
     frames: tuple[Pending[T], ...]
     stale: tuple[Pending[T], ...]
     closed_ms: float
     reason: CloseReason
+    still: tuple[Pending[T], ...] = ()
 
 
 def too_old(capture_ts_us: int, wall_us: int, max_frame_age_ms: float) -> bool:
@@ -60,6 +68,8 @@ def too_old(capture_ts_us: int, wall_us: int, max_frame_age_ms: float) -> bool:
 class _Selection(Generic[T]):
     frames: list[Pending[T]]
     stale: list[Pending[T]]
+    still: list[Pending[T]]
+    free_still: list[Pending[T]]  # still frames with nothing before them in their partition
 
 
 class DeadlineBatcher(Generic[T]):
@@ -106,9 +116,11 @@ class DeadlineBatcher(Generic[T]):
     def next_deadline_ms(self, wall_us: int) -> float | None:
         """Clock time at which the current batch must close; None when nothing is waiting."""
         sel = self._select(wall_us)
+        if sel.free_still:
+            return float("-inf")
         if sel.frames:
             return sel.frames[0].received_ms + self.max_wait_ms
-        return None if not sel.stale else float("-inf")
+        return None if not sel.stale and not sel.still else float("-inf")
 
     def poll(self, now_ms: float, wall_us: int) -> Batch[T] | None:
         """Close and return a batch if one is due at `now_ms` (wall clock `wall_us` for ages)."""
@@ -120,13 +132,20 @@ class DeadlineBatcher(Generic[T]):
                 return self._close(sel, now_ms, CloseReason.DEADLINE)
             if self.full:  # nothing more can arrive: waiting would only add latency
                 return self._close(sel, now_ms, CloseReason.BACKPRESSURE)
+            if sel.free_still:  # they need no batch: they leave now, the frames wait
+                return self._close(
+                    _Selection([], [], sel.free_still, []), now_ms, CloseReason.STILL_ONLY
+                )
             return None
-        return self._close(sel, now_ms, CloseReason.STALE_ONLY) if sel.stale else None
+        if sel.stale:
+            return self._close(sel, now_ms, CloseReason.STALE_ONLY)
+        return self._close(sel, now_ms, CloseReason.STILL_ONLY) if sel.still else None
 
     def flush(self, now_ms: float, wall_us: int) -> Batch[T] | None:
         """Close whatever is eligible now (shutdown, or a partition being revoked)."""
         sel = self._select(wall_us)
-        return self._close(sel, now_ms, CloseReason.FLUSH) if sel.frames or sel.stale else None
+        due = sel.frames or sel.stale or sel.still
+        return self._close(sel, now_ms, CloseReason.FLUSH) if due else None
 
     def drop_partitions(self, partitions: Iterable[int]) -> list[Pending[T]]:
         """Forget frames of partitions this consumer no longer owns; return them."""
@@ -142,11 +161,22 @@ class DeadlineBatcher(Generic[T]):
     def _select(self, wall_us: int) -> _Selection[T]:
         frames: list[Pending[T]] = []
         stale: list[Pending[T]] = []
+        still: list[Pending[T]] = []
+        free_still: list[Pending[T]] = []
         per_camera: dict[str, int] = {}
         blocked: set[int] = set()
+        held: set[int] = set()  # partitions with an earlier frame that stays here
+        seen: set[int] = set()  # partitions with an earlier frame at all
         for item in self._pending:
             if item.partition in blocked:
                 continue
+            if item.still:  # leaves with its batch, never before an earlier frame of its own
+                if item.partition not in held:
+                    still.append(item)
+                if item.partition not in seen:
+                    free_still.append(item)
+                continue
+            seen.add(item.partition)
             if self.is_stale(item, wall_us):
                 stale.append(item)
                 continue
@@ -154,11 +184,13 @@ class DeadlineBatcher(Generic[T]):
             if len(frames) < self.max_batch and taken < self.camera_quota:
                 frames.append(item)
                 per_camera[item.camera] = taken + 1
-            elif not self.skip_ahead:
-                blocked.add(item.partition)
-        return _Selection(frames, stale)
+            else:
+                held.add(item.partition)
+                if not self.skip_ahead:
+                    blocked.add(item.partition)
+        return _Selection(frames, stale, still, free_still)
 
     def _close(self, sel: _Selection[T], now_ms: float, reason: CloseReason) -> Batch[T]:
-        leaving = {id(p) for p in sel.frames} | {id(p) for p in sel.stale}
+        leaving = {id(p) for p in (*sel.frames, *sel.stale, *sel.still)}
         self._pending = [p for p in self._pending if id(p) not in leaving]
-        return Batch(tuple(sel.frames), tuple(sel.stale), now_ms, reason)
+        return Batch(tuple(sel.frames), tuple(sel.stale), now_ms, reason, tuple(sel.still))

@@ -84,12 +84,20 @@ class LagTracker:
         self._in_flight: dict[TopicPartition, dict[int, int]] = {}
         self._last_capture: dict[TopicPartition, int] = {}
         self._marks: dict[TopicPartition, tuple[int, int]] = {}  # (high watermark, position)
+        self._untimed: dict[TopicPartition, set[int]] = {}  # still frames: no latency to give
 
-    def received(self, tp: TopicPartition, offset: int, capture_us: int) -> None:
-        """A frame entered the pipeline."""
+    def received(
+        self, tp: TopicPartition, offset: int, capture_us: int, timed: bool = True
+    ) -> None:
+        """A frame entered the pipeline; `timed=False`: a still frame, in the lag only.
+
+        The capture -> delivered latency is the model pipeline's, which a still frame skips.
+        """
         with self._lock:
             self._in_flight.setdefault(tp, {})[offset] = capture_us
             self._last_capture[tp] = max(capture_us, self._last_capture.get(tp, 0))
+            if not timed:
+                self._untimed.setdefault(tp, set()).add(offset)
 
     def delivered(self, offsets: Iterable[tuple[TopicPartition, int]]) -> list[int]:
         """Frames whose results were delivered; returns their capture times (µs)."""
@@ -97,7 +105,10 @@ class LagTracker:
         with self._lock:
             for tp, offset in offsets:
                 capture = self._in_flight.get(tp, {}).pop(offset, None)
-                if capture is not None:
+                untimed = self._untimed.get(tp)
+                if untimed and offset in untimed:
+                    untimed.discard(offset)
+                elif capture is not None:
                     out.append(capture)
         return out
 
@@ -113,6 +124,7 @@ class LagTracker:
                 self._in_flight.pop(tp, None)
                 self._last_capture.pop(tp, None)
                 self._marks.pop(tp, None)
+                self._untimed.pop(tp, None)
 
     def lags(self, now_us: int) -> dict[TopicPartition, PartitionLag]:
         """Current lag of every partition this instance owns or has frames of."""
@@ -261,7 +273,8 @@ class InferencerStats:
         with self._lock:
             self.by_status[status.value] += 1
             self.frames_by_camera[camera] += 1
-            self.e2e_latency_ms.append(e2e_ms)
+            if status is not FrameStatus.STILL:  # answered without the model: not its latency
+                self.e2e_latency_ms.append(e2e_ms)
             if drop is not None:
                 self.drops_by_reason[drop] += 1
 

@@ -86,10 +86,11 @@ class LiveHub:
         view = self._camera(frame.camera_id)
         self.stats[frame.camera_id].frame_in(now, arrivals)
         self.metrics.frames_received.labels(frame.camera_id).inc(arrivals)
-        unpaired = view.unpaired
+        unpaired, unshown = view.unpaired, view.unshown_still
         if view.add_frame(frame, now):
             self._display_changed(frame.camera_id)
         self.metrics.frames_unpaired.inc(view.unpaired - unpaired)
+        self.metrics.frames_still_unshown.inc(view.unshown_still - unshown)
 
     def on_boxes(self, record: BoxesRecord) -> None:
         """A detections or tracks record; shown only if it is the camera's source."""

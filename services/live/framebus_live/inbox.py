@@ -1,7 +1,8 @@
 """The hand-off from the consumer threads to the event loop, bounded.
 
-Frames are latest-only per camera (a newer frame replaces one the loop has not taken), records
-and alerts queue up to a limit: if the loop falls behind, memory stays bounded and the loss is
+Frames are latest-only per camera (a newer frame replaces one the loop has not taken; a still
+frame, which has no pixels, takes those of the frame it replaces), records and alerts queue up
+to a limit: if the loop falls behind, memory stays bounded and the loss is
 counted. The loop is woken once per batch, not once per record.
 """
 
@@ -12,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from framebus.messages import Frame
+from framebus.messages import Frame, still_picture
 
 T = TypeVar("T")
 
@@ -37,6 +38,8 @@ class Inbox(Generic[T]):
             arrivals = 1 if held is None else held[1] + 1
             if held is not None:
                 self.frames_replaced += 1
+                if frame.still and not frame.tensor and held[0].tensor:
+                    frame = still_picture(frame, held[0])  # the newest picture must not be lost
             self._frames[frame.camera_id] = (frame, arrivals)
             wake = self._arm()
         if wake:

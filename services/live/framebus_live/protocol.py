@@ -75,6 +75,7 @@ def _box_fields(live_box: LiveBox) -> dict[str, Any]:
         "score": round(b.score, 3),
         "track": live_box.track,
         "confirmed": live_box.confirmed,
+        "carried": live_box.carried,
     }
 
 

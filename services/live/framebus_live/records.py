@@ -14,6 +14,7 @@ class LiveBox:
     box: Box
     track: str = ""  # "#7" for track "cam-1/1765003011/7"; "" from detections
     confirmed: bool = False
+    carried: bool = False  # not seen: kept at its last box through a still frame
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def from_detections(det: Detections) -> BoxesRecord:
 def from_tracks(tracks: Tracks) -> BoxesRecord:
     """The boxes of a tracks record, each labelled with its short track id."""
     boxes = tuple(
-        LiveBox(o.box, short_track_label(o.track_id), o.confirmed) for o in tracks.objects
+        LiveBox(o.box, short_track_label(o.track_id), o.confirmed, o.carried)
+        for o in tracks.objects
     )
     return BoxesRecord(
         tracks.camera_id,

@@ -22,6 +22,7 @@ class CameraFigures:
     drops: dict[str, int] = field(default_factory=dict)  # status -> records in the window
     state: str = "waiting"  # waiting (nothing yet), live, stalled
     source: str = ""  # tracks or detections: what the boxes come from
+    still: int = 0  # STILL records in the window: nothing moved, not a drop
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -66,7 +67,9 @@ class CameraStats:
         """The figures of the last `window_s` seconds as of `now`."""
         self._prune(now)
         looked_at = sorted(e2e for _, s, e2e in self._records if s == FrameStatus.INFERRED.value)
-        drops = Counter(s for _, s, _ in self._records if s != FrameStatus.INFERRED.value)
+        statuses = Counter(s for _, s, _ in self._records)
+        still = statuses.pop(FrameStatus.STILL.value, 0)
+        drops = Counter({s: n for s, n in statuses.items() if s != FrameStatus.INFERRED.value})
         span = self._span(now)
         if self._last_seen is None:
             state = "waiting"
@@ -80,6 +83,7 @@ class CameraStats:
             p50_ms=percentile(looked_at, 50),
             p99_ms=percentile(looked_at, 99),
             drops=dict(sorted(drops.items())),
+            still=still,
             state=state,
             source=self.source,
         )

@@ -57,6 +57,12 @@ class LiveMetrics:
             "Frames replaced by a newer one of their camera before their boxes record came.",
             registry=r,
         )
+        self.frames_still_unshown = Counter(
+            "framebus_live_frames_still_unshown",
+            "Still frames (no pixels) that came before any full frame of their camera to show "
+            "them with.",
+            registry=r,
+        )
         self.tiles_sent = Counter(
             "framebus_live_tiles_sent", "Tiles (frames) sent to pages.", registry=r
         )

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from framebus.drawing import dashed_rectangle
 from framebus.letterbox import letterbox_window
 from framebus.messages import Frame
 from framebus_live.geometry import box_on_tile, tile_size
@@ -59,8 +60,13 @@ def draw_boxes(bgr: Image, record: BoxesRecord) -> None:
         x1, y1, x2, y2 = box_on_tile(box, record.orig_width, record.orig_height, w, h)
         r, g, b = class_colour(box.class_id)
         colour = (b, g, r)
-        cv2.rectangle(bgr, (x1, y1), (x2, y2), colour, thickness)
-        label = " ".join(p for p in (live_box.track, box.class_name, f"{box.score:.2f}") if p)
+        if live_box.carried:  # kept from the last full frame: dashed, and said so
+            dashed_rectangle(bgr, (x1, y1), (x2, y2), colour, thickness)
+        else:
+            cv2.rectangle(bgr, (x1, y1), (x2, y2), colour, thickness)
+        carried = "carried" if live_box.carried else ""
+        parts = (live_box.track, box.class_name, f"{box.score:.2f}", carried)
+        label = " ".join(p for p in parts if p)
         cv2.putText(bgr, label, (x1, max(10, y1 - 3)), cv2.FONT_HERSHEY_SIMPLEX, 0.4, colour, 1)
 
 

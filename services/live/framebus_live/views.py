@@ -4,6 +4,10 @@ A camera holds at most two frames: the newest frame shown (paired with its boxes
 bare once `pair_wait_s` passed without one) and the newest frame still waiting for its boxes. The
 frames and the boxes topics are read by different consumers, so either may come first; a frame's
 boxes are matched by (seq, capture time), which stays right across a decoder restart.
+
+A still frame (the decoder saw nothing move) has no pixels: it is shown with those of the
+camera's last full frame (`framebus.messages.still_picture`), kept for that, and paired with its
+own record (STILL, the carried boxes). One that comes before any full frame cannot be shown.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from framebus.messages import Frame
+from framebus.messages import Frame, still_picture
 from framebus_live.records import BoxesRecord
 
 RECENT_RECORDS = 32  # boxes records kept per camera for frames that arrive after them
@@ -39,10 +43,19 @@ class CameraView:
         self._pending: tuple[Frame, float] | None = None  # (frame, arrival time)
         self._recent: OrderedDict[tuple[int, int], BoxesRecord] = OrderedDict()
         self._version = 0
+        self._picture: Frame | None = None  # the last frame with pixels, for still frames
         self.unpaired = 0  # frames replaced by a newer one before their boxes came
+        self.unshown_still = 0  # still frames that came before any picture to show them with
 
     def add_frame(self, frame: Frame, now: float) -> bool:
         """A frame arrived; True when the display changed."""
+        if frame.tensor:
+            self._picture = frame
+        elif frame.still:
+            if self._picture is None:
+                self.unshown_still += 1
+                return False
+            frame = still_picture(frame, self._picture)
         boxes = self._recent.get(_key(frame.seq, frame.capture_ts_us))
         if boxes is not None:
             return self._show(frame, boxes)

@@ -10,6 +10,13 @@ Semantics, per camera:
 - Only INFERRED records update tracks. DROPPED_STALE and FAILED pass through as a tracks record
   with their status and reason and no objects: they neither confirm nor end a track (no ageing
   at them), but they advance the cursor.
+- STILL (the decoder's motion gate saw nothing move since the previous frame) means the world as
+  last seen holds: the record carries every track seen at the last looked-at frame (not the lost
+  ones) at its last detection's box, `carried=True`, with its id, first_seen, hits and
+  confirmation unchanged; no hit is counted and nothing ends. The time from the previous record
+  to the still one does not count as unseen: every track's last-seen time moves on by it, so a
+  still period neither ages a lost track nor ends one by `max_lost_s`, and a track's predicted
+  box (and the velocity learnt at its next match) is as if the still period had not happened.
 - Track ids are `<camera>/<epoch>/<n>`: epoch is the capture second of the state's first record
   (one more than the previous epoch if that is not later), n counts from 1. So ids follow from the
   data alone, and are unique across cameras and decoder restarts.
@@ -99,6 +106,7 @@ class _Track:
     cy: float
     w: float  # last detection's size, px
     h: float
+    last_box: Box  # the last matched detection, as a still frame carries it
     vx: float = 0.0  # px/s; 0 until the second match
     vy: float = 0.0
     lost: bool = False  # unmatched at the last looked-at frame
@@ -106,7 +114,7 @@ class _Track:
     @classmethod
     def new(cls, track_id: str, box: Box, at_us: int, min_hits: int) -> _Track:
         cx, cy, w, h = _centre_size(box)
-        return cls(track_id, box.class_id, at_us, at_us, 1, min_hits <= 1, cx, cy, w, h)
+        return cls(track_id, box.class_id, at_us, at_us, 1, min_hits <= 1, cx, cy, w, h, box)
 
     def predicted(self, at_us: int) -> tuple[float, float, float, float]:
         """The box (x1, y1, x2, y2) this track expects at capture time `at_us`."""
@@ -117,6 +125,7 @@ class _Track:
     def hit(self, box: Box, at_us: int, min_hits: int) -> None:
         """Take a matched detection: filter the centre and velocity, count the hit."""
         zx, zy, self.w, self.h = _centre_size(box)
+        self.last_box = box
         dt = (at_us - self.last_seen_us) / US
         if dt <= 0:  # no time passed (clock step back): nothing to learn a velocity from
             self.cx, self.cy = zx, zy
@@ -176,6 +185,7 @@ class CameraTracker:
             raise ValueError(f"tracker of {self.camera_id!r} got a record of {det.camera_id!r}")
         last = None if self._last_seq is None else (self._last_seq, self._last_capture_us)
         missing = 0
+        previous_us = self._last_capture_us
         match arrival(last, det.seq, det.capture_ts_us):
             case Arrival.REPLAY:
                 return None
@@ -186,7 +196,11 @@ class CameraTracker:
             case Arrival.NEXT if last is not None:
                 missing = det.seq - last[0] - 1
         self._last_seq, self._last_capture_us = det.seq, det.capture_ts_us
-        objects = self._track(det) if det.status is FrameStatus.INFERRED else ()
+        objects: tuple[TrackedObject, ...] = ()
+        if det.status is FrameStatus.INFERRED:
+            objects = self._track(det)
+        elif det.status is FrameStatus.STILL:
+            objects = self._carry(det.capture_ts_us - previous_us)
         return tracks_of(
             det,
             objects,
@@ -221,6 +235,17 @@ class CameraTracker:
                 TrackedObject(track.track_id, box, track.first_seen_us, track.confirmed, track.hits)
             )
         return tuple(objects)
+
+    def _carry(self, still_us: int) -> tuple[TrackedObject, ...]:
+        # Nothing moved for `still_us`: that time is not time unseen (a track started by this
+        # record's restart has none before it; a clock step back carries no time).
+        for t in self._tracks:
+            t.last_seen_us += max(0, still_us)
+        return tuple(
+            TrackedObject(t.track_id, t.last_box, t.first_seen_us, t.confirmed, t.hits, True)
+            for t in self._tracks
+            if not t.lost
+        )
 
     def _alive(self, track: _Track, now_us: int, det: Detections) -> bool:
         if now_us - track.last_seen_us > self._max_lost_us:
@@ -283,6 +308,7 @@ class CameraTracker:
                     "box": [t.cx, t.cy, t.w, t.h],
                     "velocity": [t.vx, t.vy],
                     "lost": t.lost,
+                    "last_box": _box_json(t.last_box),
                 }
                 for t in self._tracks
             ],
@@ -317,6 +343,21 @@ class CameraTracker:
         return tracker
 
 
+def _box_json(box: Box) -> list[Any]:
+    return [box.x1, box.y1, box.x2, box.y2, box.class_id, box.class_name, box.score]
+
+
+def _box_from(item: Mapping[str, Any], cx: float, cy: float, w: float, h: float) -> Box:
+    last = item.get("last_box")
+    if last is None:  # a snapshot from before still frames: the filtered box, no name or score
+        x1, y1, x2, y2 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+        return Box(x1, y1, x2, y2, int(item["class_id"]), "", 0.0)
+    x1, y1, x2, y2, class_id, class_name, score = last
+    return Box(
+        float(x1), float(y1), float(x2), float(y2), int(class_id), str(class_name), float(score)
+    )
+
+
 def _track_from(item: Mapping[str, Any]) -> _Track:
     cx, cy, w, h = (float(v) for v in item["box"])
     vx, vy = (float(v) for v in item["velocity"])
@@ -331,6 +372,7 @@ def _track_from(item: Mapping[str, Any]) -> _Track:
         cy=cy,
         w=w,
         h=h,
+        last_box=_box_from(item, cx, cy, w, h),
         vx=vx,
         vy=vy,
         # Snapshots from before "lost" existed: the track is taken as seen, for one frame.

@@ -1,9 +1,11 @@
+import dataclasses
 import json
 
 import pytest
 
 from framebus.codec import DetectionsCodec, TracksCodec
 from framebus.errors import CodecError, StateError
+from framebus.messages import FrameStatus
 from framebus.topology import TopicSettings
 from framebus_tracker.service import TrackProcessor
 from framebus_tracker.settings import TrackerSettings
@@ -51,3 +53,31 @@ def test_processor_when_record_or_state_is_unreadable_then_codec_error() -> None
         processor.process(StubMessage(b"garbage"))
     with pytest.raises(StateError):
         processor.restore("cam-1", {"v": 99})
+
+
+def test_processor_when_still_records_then_tracks_records_carry_objects_through_the_codec() -> None:
+    codec = DetectionsCodec()
+    dets = list(camera_detections("cam-1", 5.0, 2.0, seed=3))
+    stills = [
+        dataclasses.replace(d, status=FrameStatus.STILL, boxes=(), seq=d.seq + len(dets))
+        for d in dets
+    ]
+    stills = [
+        dataclasses.replace(d, capture_ts_us=dets[-1].capture_ts_us + 200_000 * (i + 1))
+        for i, d in enumerate(stills)
+    ]
+    processor = TrackProcessor(TrackerSettings(), clock_us=lambda: 0)
+    outs = [processor.process(StubMessage(codec.encode(d), off=i)) for i, d in enumerate(dets)]
+    last = TracksCodec().decode(outs[-1].outputs[0].value)
+    assert last.objects
+    carried = [
+        TracksCodec().decode(processor.process(StubMessage(codec.encode(d))).outputs[0].value)
+        for d in stills
+    ]
+    assert all(t.status is FrameStatus.STILL for t in carried)
+    assert all(
+        [(o.track_id, o.box, o.carried) for o in t.objects]
+        == [(o.track_id, o.box, True) for o in last.objects]
+        for t in carried
+    )
+    assert processor.stats.not_looked_at[("cam-1", "STILL")] == len(stills)

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from framebus.drawing import dashed_rectangle
 from framebus.letterbox import letterbox_window
 from framebus.messages import Detections, Frame, FrameStatus
 
@@ -65,21 +66,27 @@ def draw_detections(
     """A copy of `image` with each box, its class name and score, and a header saying which frame.
 
     `box_labels`, one per box of `det` (None or "" for none), goes before the class name: e.g. the
-    box's track, as `short_track_label` writes it.
+    box's track, as `short_track_label` writes it. A STILL record's boxes are carried (kept at
+    where they were last seen, nothing moved): dashed and labelled so.
     """
     out = image.copy()
     h, w = out.shape[:2]
     thickness = line_thickness(w, h)
     scale = max(0.5, min(w, h) / 720)
-    if det is not None and det.status is FrameStatus.INFERRED:
+    if det is not None and det.status in (FrameStatus.INFERRED, FrameStatus.STILL):
         if box_labels is not None and len(box_labels) != len(det.boxes):
             raise ValueError(f"{len(box_labels)} box labels for {len(det.boxes)} boxes")
         for i, box in enumerate(det.boxes):
             colour = class_colour(box.class_id)
             x1, y1 = round(box.x1), round(box.y1)
             x2, y2 = round(box.x2) - 1, round(box.y2) - 1  # record edges are exclusive
-            cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
+            if det.status is FrameStatus.STILL:
+                dashed_rectangle(out, (x1, y1), (x2, y2), colour, thickness)
+            else:
+                cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness)
             text = f"{box.class_name} {box.score:.2f}"
+            if det.status is FrameStatus.STILL:
+                text += " carried"
             extra = box_labels[i] if box_labels is not None else None
             if extra:
                 text = f"{extra} {text}"
@@ -110,6 +117,8 @@ def _header(image: Image, frame: Frame, det: Detections | None, scale: float) ->
     if det is None:
         lines.append("no detections record")
         colour = NOT_LOOKED_AT
+    elif det.status is FrameStatus.STILL:
+        lines.append(f"STILL: nothing moved, the last picture; {len(det.boxes)} boxes carried")
     elif det.status is not FrameStatus.INFERRED:
         lines.append(f"NOT LOOKED AT: {det.status.value} {det.reason or ''}".strip())
         colour = NOT_LOOKED_AT

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -28,7 +28,14 @@ from framebus.errors import CodecError, ConfigError, FramebusError
 from framebus.kafka.protocol import MessageProto
 from framebus.kafka.reader import Reader, TopicMissingError
 from framebus.kafka.settings import KafkaSettings
-from framebus.messages import Detections, Frame, FrameStatus, Tracks, short_track_label
+from framebus.messages import (
+    Detections,
+    Frame,
+    FrameStatus,
+    Tracks,
+    short_track_label,
+    still_picture,
+)
 from framebus.settings import check, setting
 from framebus.topology import TopicSettings
 from framebus_tools.render.draw import (
@@ -91,6 +98,7 @@ class RenderStats:
     boxes: int = 0
     tracked: int = 0  # frames drawn from a tracks record (boxes labelled with track ids)
     unreadable: int = 0
+    still_unshown: int = 0  # still frames (no pixels) before any full frame to show them with
 
 
 def read_topic_to_end(
@@ -196,11 +204,28 @@ def read_frames(settings: RenderSettings, camera: str) -> Iterator[Frame]:
         settings.read_idle_s,
         lambda m: m.key() == key,
     )
-    frames = (codec.decode(m.value() or b"") for m in messages)
+    frames = with_pictures(codec.decode(m.value() or b"") for m in messages)
     if settings.max_frames:
         yield from deque(frames, maxlen=settings.max_frames)
     else:
         yield from frames
+
+
+def with_pictures(frames: Iterable[Frame]) -> Iterator[Frame]:
+    """The frames, a still one (no pixels) with the pixels of the last full frame before it.
+
+    A still frame before any full one has nothing to be drawn with: it is left out here and
+    counted by `render` (it still has its record; only its picture is unknown).
+    """
+    picture: Frame | None = None
+    for frame in frames:
+        if not frame.still:
+            picture = frame
+            yield frame
+        elif picture is not None:
+            yield still_picture(frame, picture)
+        else:
+            yield frame  # no pixels: `_draw` counts it and skips it
 
 
 class Mp4Writer:
@@ -294,6 +319,9 @@ def _draw(
     labels: list[str | None] | None,
     stats: RenderStats,
 ) -> Image | None:
+    if frame.still and not frame.tensor:
+        stats.still_unshown += 1
+        return None
     try:
         image = original_frame(frame)
     except CodecError as exc:
@@ -303,7 +331,7 @@ def _draw(
     stats.frames += 1
     stats.statuses["NO RECORD" if det is None else det.status.value] += 1
     stats.tracked += labels is not None
-    if det is not None and det.status is FrameStatus.INFERRED:
+    if det is not None and det.status in (FrameStatus.INFERRED, FrameStatus.STILL):
         stats.boxes += len(det.boxes)
     return draw_detections(image, frame, det, labels)
 
@@ -316,5 +344,10 @@ def run(settings: RenderSettings) -> int:
         f"wrote {settings.out}: {stats.frames} frames of {settings.camera} ({statuses}), "
         f"{stats.boxes} boxes drawn, {stats.tracked} frames with track ids"
         + (f", {stats.unreadable} unreadable" if stats.unreadable else "")
+        + (
+            f", {stats.still_unshown} still frames before any picture left out"
+            if stats.still_unshown
+            else ""
+        )
     )
     return 1 if stats.unreadable else 0

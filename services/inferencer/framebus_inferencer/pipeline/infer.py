@@ -1,7 +1,9 @@
 """Stage 2, the infer thread: warm the engine up, infer, build the records.
 
 Every frame of a batch leaves this stage as exactly one detections record: INFERRED,
-DROPPED_STALE (the batcher found it too old when the batch closed) or FAILED (the engine raised).
+DROPPED_STALE (the batcher found it too old when the batch closed), FAILED (the engine raised)
+or STILL (the decoder's motion gate saw nothing move; no model run). A batch's records go out in
+offset order per partition, so a camera's records keep their seq order for the tracker.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from framebus_inferencer.slot import InputSlot
 log = logging.getLogger(__package__)
 
 WARM_UP_ALLOWANCE_S = 900.0  # building TensorRT engines can take many minutes
+
+Answer = tuple[tuple[int, int], Outgoing]  # a frame's (partition, offset) and its record
 
 
 class Inference:
@@ -91,15 +95,16 @@ class Inference:
         batch = work.batch
         try:
             if batch is not None:
-                records += self._stale_records(batch)
-                records += self._inferred_records(batch, work.span, work.staged)
-                offsets += offsets_of(list(batch.frames) + list(batch.stale))
+                answered = self._stale_records(batch) + self._still_records(batch)
+                answered += self._inferred_records(batch, work.span, work.staged)
+                records += [rec for _, rec in sorted(answered, key=lambda a: a[0])]
+                offsets += offsets_of([*batch.frames, *batch.stale, *batch.still])
         finally:
             if work.staged is not None and self.staging is not None:
                 self.staging.give_back(work.staged)  # its outputs are decoded by now
         return Publication(records, offsets, work.span, work.group_metadata)
 
-    def _stale_records(self, batch: Batch[Received]) -> list[Outgoing]:
+    def _stale_records(self, batch: Batch[Received]) -> list[Answer]:
         out = []
         for p in batch.stale:
             reason = f"older than max_frame_age_ms={self.s.max_frame_age_ms:g}"
@@ -108,9 +113,17 @@ class Inference:
             out.append(self._record(p, det))
         return out
 
+    def _still_records(self, batch: Batch[Received]) -> list[Answer]:
+        out = []
+        for p in batch.still:
+            det = detections(p.payload, FrameStatus.STILL, self.model)
+            self.stats.outcome(p.camera, FrameStatus.STILL, det.e2e_latency_ms)
+            out.append(self._record(p, det))
+        return out
+
     def _inferred_records(
         self, batch: Batch[Received], span: trace.Span | None, slot: InputSlot | None
-    ) -> list[Outgoing]:
+    ) -> list[Answer]:
         if not batch.frames:
             return []
         started = self.clock_ms()
@@ -153,7 +166,7 @@ class Inference:
             out.append(self._record(p, rec))
         return out
 
-    def _failed_records(self, batch: Batch[Received], reason: str) -> list[Outgoing]:
+    def _failed_records(self, batch: Batch[Received], reason: str) -> list[Answer]:
         out = []
         for p in batch.frames:
             det = detections(p.payload, FrameStatus.FAILED, self.model, reason=reason)
@@ -161,11 +174,12 @@ class Inference:
             out.append(self._record(p, det))
         return out
 
-    def _record(self, p: Pending[Received], det: Any) -> Outgoing:
+    def _record(self, p: Pending[Received], det: Any) -> Answer:
         msg = p.payload.msg
-        return Outgoing(
+        out = Outgoing(
             self.s.topics.detections_topic,
             self.codec.encode(det),
             p.camera,
             list(msg.headers() or []),
         )
+        return (p.partition, p.offset), out

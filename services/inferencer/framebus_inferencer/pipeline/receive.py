@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from framebus.codec import FrameCodec
 from framebus.compression import decompress
@@ -206,12 +207,20 @@ class Receiver:
         decode_start = self.tracing.now_ns()
         try:
             frame = self.frames.decode_view(msg.value() or b"")
-            # Bounded by the model's frame: a header claiming more is dead-lettered unread.
-            raw = decompress(frame.compression, frame.tensor, self.frame_bytes)
-            tensor = np.frombuffer(raw, np.uint8)
-            problem = check_tensor(frame, tensor, self.frame_shape)
-            if problem is not None:
-                raise CodecError(problem)
+            if frame.still:  # no pixels to check: answered STILL without the model
+                if len(frame.tensor):
+                    raise CodecError(
+                        f"still frame carries a {len(frame.tensor)} B tensor; a still frame has "
+                        "none: the decoder that wrote it is broken"
+                    )
+                tensor: npt.NDArray[np.uint8] | bytes = b""
+            else:
+                # Bounded by the model's frame: a header claiming more is dead-lettered unread.
+                raw = decompress(frame.compression, frame.tensor, self.frame_bytes)
+                tensor = np.frombuffer(raw, np.uint8)
+                problem = check_tensor(frame, tensor, self.frame_shape)
+                if problem is not None:
+                    raise CodecError(problem)
         except CodecError as exc:
             log.error("dead-lettering message at %s/%d: %s", tp, offset, exc)
             self.stats.dead_letter()
@@ -220,10 +229,10 @@ class Receiver:
             )
             offsets.append((tp, offset))
             return
-        if frame.pixel_format is not self.input_format:
+        if frame.pixel_format is not self.input_format and not frame.still:
             self._on_host(frame.pixel_format)
         self.tracing.decoded(tp[1], offset, decode_start)
-        self.stats.lag.received(tp, offset, frame.capture_ts_us)
+        self.stats.lag.received(tp, offset, frame.capture_ts_us, timed=not frame.still)
         self.batcher.add(
             Pending(
                 frame.camera_id,
@@ -232,6 +241,7 @@ class Receiver:
                 tp[1],
                 offset,
                 Received(msg, frame, tensor),
+                still=frame.still,
             )
         )
 

@@ -52,7 +52,7 @@ class BatchTracing:
         It starts when the batch's first frame was decoded and ends when its records are
         delivered; a `preprocess` child covers the frames' decoding and decompression.
         """
-        items = list(batch.frames) + list(batch.stale)
+        items = [*batch.frames, *batch.stale, *batch.still]
         windows = [self._decode_ns.pop((p.partition, p.offset), None) for p in items]
         known = [w for w in windows if w is not None]
         start = min((w[0] for w in known), default=time.time_ns())

@@ -9,7 +9,7 @@ const live = {
   page: 0,
   pageSize: 16,
   palette: ["#00ffff"],
-  tiles: {}, // camera -> {seq, framesShown, width, height, boxes: [{left, top, right, bottom, colour, label}]}
+  tiles: {}, // camera -> {still, seq, framesShown, width, height, boxes: [{left, top, right, bottom, colour, label, carried}]}
   stats: {},
   alerts: [],
   pendingBoxes: {}, // camera -> the boxes message the next tile of that seq is drawn with
@@ -124,6 +124,7 @@ function makeTile(camera) {
       <dt>in</dt><dd data-figure="fps_in">–</dd><dt>out</dt><dd data-figure="fps_out">–</dd>
       <dt>p50</dt><dd data-figure="p50_ms">–</dd><dt>p99</dt><dd data-figure="p99_ms">–</dd>
       <dt>drops</dt><dd data-figure="drops">–</dd><dt>boxes</dt><dd data-figure="source">–</dd>
+      <dt>still</dt><dd data-figure="still">–</dd>
     </dl>`;
   tile.querySelector(".name").textContent = camera;
   tile.querySelector(".figures").dataset.camera = camera;
@@ -147,6 +148,7 @@ function showFigures(camera, f) {
     p99_ms: ms(f.p99_ms),
     drops,
     source: f.source || "–",
+    still: `${f.still || 0}/min`,
   };
   for (const [key, text] of Object.entries(values)) {
     tile.querySelector(`[data-figure="${key}"]`).textContent = text;
@@ -213,8 +215,12 @@ function drawBoxes(header, tile, boxes) {
       const colour = live.palette[b.class_id % live.palette.length];
       const x = b.x1 * sx, y = b.y1 * sy, bw = (b.x2 - b.x1) * sx, bh = (b.y2 - b.y1) * sy;
       ctx.strokeStyle = colour;
+      // A carried box (a still frame: nothing moved) is where the object was last seen: dashed.
+      ctx.setLineDash(b.carried ? [6, 4] : []);
       ctx.strokeRect(x, y, bw, bh);
-      const label = [b.track, b.class_name, b.score.toFixed(2)].filter(Boolean).join(" ");
+      ctx.setLineDash([]);
+      const label = [b.track, b.class_name, b.score.toFixed(2), b.carried ? "carried" : ""]
+        .filter(Boolean).join(" ");
       const tw = ctx.measureText(label).width + 6;
       const ty = y >= 16 ? y - 1 : y + bh + 16;
       ctx.fillStyle = "rgba(0,0,0,0.6)";
@@ -231,11 +237,24 @@ function drawBoxes(header, tile, boxes) {
         track: b.track,
         class_name: b.class_name,
         score: b.score,
+        carried: Boolean(b.carried),
       });
     }
   }
+  // A still frame shows the camera's last full picture: say so on it.
+  const still = Boolean(boxes && boxes.status === "STILL");
+  if (still) {
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "top";
+    ctx.fillStyle = "rgba(0,0,0,0.6)";
+    ctx.fillRect(2, 2, ctx.measureText("still").width + 8, 16);
+    ctx.fillStyle = "#ffffff";
+    ctx.fillText("still", 6, 4);
+  }
+  tile.dataset.still = String(still);
   const previous = live.tiles[header.camera];
   live.tiles[header.camera] = {
+    still,
     seq: header.seq,
     framesShown: (previous ? previous.framesShown : 0) + 1,
     width: header.width,
