@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from framebus.codec import AlertCodec, DetectionsCodec, FrameCodec, TracksCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert, Detections, RuleType, Tracks
 from framebus.topology import TopicSettings
 from framebus_tools.pipeline import group_caught_up
-from framebus_tools.scene import Scene
+from framebus_tools.scene import Scene, scene_rules_document, write_scene_video
+from framebus_tools.scene_model import write_color_blob_model
 from tests.integration.kafkautil import read_topic
 from tests.integration.scene_truth import IdReport, crossing_counts, score_tracks
 from tests.reliability.harness import Service, decoder_summary, service_env, wait_for
@@ -292,3 +295,24 @@ def score_camera(
         and set(records.values()) == {1},
     }
     return checks, line
+
+
+@dataclass(frozen=True)
+class SceneInputs:
+    """What a scene run plays and runs: the video, the colour detector, the alert rules."""
+
+    video: Path
+    model: Path
+    rules: Path
+    rules_doc: dict[str, Any]
+
+
+def scene_inputs(scene: Scene, video: Path, work: Path, dwell_s: float) -> SceneInputs:
+    """The scene's video (generated once, at `video`), its detector and its rules in `work`."""
+    if not video.exists():
+        write_scene_video(video, scene)
+    model = write_color_blob_model(work / "colour-blobs.onnx", scene, INPUT_SIZE)
+    rules_doc = scene_rules_document(scene, dwell_s=dwell_s)
+    rules = work / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rules_doc), encoding="utf-8")
+    return SceneInputs(video, model, rules, rules_doc)

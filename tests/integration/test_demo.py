@@ -49,7 +49,9 @@ def test_demo_when_generated_scene_then_tracks_shown_and_dwell_and_line_alerts_f
     out = capsys.readouterr().out
     assert re.search(r"^live page: http://127\.0\.0\.1:\d+/$", out, re.MULTILINE), out
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    # Something moves in every frame of the scene's first 5 s: the motion gate sends them all.
     assert summary["by_status"] == {"INFERRED": 2 * FRAMES}
+    assert "motion gate:            saved no model run" in out
     assert summary["tracks_records"] == 2 * FRAMES
     assert summary["startup_s"]["inferencer_ready_s"] is not None  # reported apart
     assert summary["startup_s"]["tracker_ready_s"] is not None

@@ -35,12 +35,12 @@ from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.integration.livefeed import LiveFeed
 from tests.integration.liveserver import LiveLauncher, LiveProcess, Received, live_topics, watch
-from tests.integration.test_tracking_scene import (
+from tests.integration.scenerun import (
     INPUT_SIZE,
     Topics,
-    _start_consumers,
-    _stop_all,
+    start_consumers,
     start_decoder,
+    stop_all,
 )
 from tests.reliability.harness import get_json, wait_for
 
@@ -155,7 +155,7 @@ def test_live_page_when_real_pipeline_runs_then_tiles_boxes_figures_and_alerts_s
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump(scene_rules_document(scene, dwell_s=2.0)), encoding="utf-8")
     t = Topics(topics(detections_partitions=2))
-    services = _start_consumers(kafka, t, rules, model, tmp_path)
+    services = start_consumers(kafka, t, rules, model, tmp_path)
     try:
         # The tracker's and the alerts' topics, by the names the processes above were given.
         lt = live_topics(kafka, t.names, partitions=2)
@@ -186,7 +186,7 @@ def test_live_page_when_real_pipeline_runs_then_tiles_boxes_figures_and_alerts_s
         assert services["decoder"].wait(60) == 0, services["decoder"].text()[-2000:]
         assert get_json(f"{live.url}/healthz")[0] == 200
     finally:
-        codes = _stop_all(services)
+        codes = stop_all(services)
     assert codes == dict.fromkeys(services, 0), {
         n: services[n].text()[-2000:] for n, c in codes.items() if c
     }

@@ -15,13 +15,12 @@ import pytest
 import yaml
 
 from framebus.kafka.settings import KafkaSettings
-from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
-from framebus_tools.scene_model import write_color_blob_model
+from framebus_tools.scene import Scene, default_scene
 from tests.integration.conftest import TopicFactory
 from tests.integration.scenerun import (
-    INPUT_SIZE,
     Topics,
     play_scene,
+    scene_inputs,
     score_camera,
     start_consumers,
 )
@@ -53,23 +52,17 @@ def test_scene_when_three_cameras_run_through_all_processes_then_ids_counts_and_
     tmp_path: Path,
     scene: Scene,
 ) -> None:
-    video = media_dir / "scene-720p.mp4"
-    if not video.exists():
-        write_scene_video(video, scene)
-    model = write_color_blob_model(tmp_path / "colour-blobs.onnx", scene, INPUT_SIZE)
-    rules_doc = scene_rules_document(scene, dwell_s=DWELL_S)
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(rules_doc), encoding="utf-8")
+    inputs = scene_inputs(scene, media_dir / "scene-720p.mp4", tmp_path, DWELL_S)
     t = Topics(topics(detections_partitions=3))
 
-    services = start_consumers(kafka, t, rules, model, tmp_path)
-    cameras = _cameras_file(tmp_path / "cameras.yaml", video)
+    services = start_consumers(kafka, t, inputs.rules, inputs.model, tmp_path)
+    cameras = _cameras_file(tmp_path / "cameras.yaml", inputs.video)
     run, counters = play_scene(kafka, t, services, cameras, tmp_path)
     print(f"\ndecoder: {counters}")
     assert set(counters) == set(CAMERA_FPS)
     failures, summary = [], []
     for camera, fps in CAMERA_FPS.items():
-        checks, line = score_camera(scene, run, camera, fps, rules_doc, DWELL_S)
+        checks, line = score_camera(scene, run, camera, fps, inputs.rules_doc, DWELL_S)
         summary.append(line)
         failures += [f"{camera}: {name}" for name, ok in checks.items() if not ok]
         print(line)

@@ -20,7 +20,7 @@ Geometry conventions, shared with the alert rules engine:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,9 @@ Keyframe = tuple[float, int, int]  # (t_s, x, y): the box's top-left corner at t
 
 SCENE_CLASS_NAMES = ("person", "car")
 BACKGROUND_LEVEL = 24
+# The lights on in `still_scene`: every actor's luma stays 40 or more from the ground, lit or not
+# (a motion gate compares luma, and a blue of luma 88 on a grey of 64 would be nearly invisible).
+LIT_LEVEL = 180
 PERSON_SIZE = (70, 150)
 CAR_SIZE = (160, 90)
 # Saturated colours at least 0.3 apart (on 0..1) in some channel from each other, from the
@@ -303,6 +306,20 @@ def default_scene() -> Scene:
     )
 
 
+def demo_scene() -> Scene:
+    """`default_scene` with a still end: the last walker stays standing mid-frame until 24 s.
+
+    The demo's cameras gate frames on motion; this stretch is where the gate saves model runs
+    while the live page keeps showing the standing person (carried, not seen again).
+    """
+    scene = default_scene()
+    *movers, last = scene.actors
+    stays = Actor(
+        last.name, last.cls, last.colour, last.size, (*last.keyframes[:-1], (24.0, 500, 420))
+    )
+    return replace(scene, actors=(*movers, stays), duration_s=24.0)
+
+
 def still_scene() -> Scene:
     """A mostly still scene, for motion gating: long holds, an empty spell and a light switched on.
 
@@ -332,7 +349,7 @@ def still_scene() -> Scene:
         zone=((345.0, 120.0), (700.0, 120.0), (700.0, 280.0), (345.0, 280.0)),
         occupancy_zone=((400.0, 380.0), (1000.0, 380.0), (1000.0, 540.0), (400.0, 540.0)),
         duration_s=46.0,
-        lighting=((14.0, 64),),
+        lighting=((14.0, LIT_LEVEL),),
     )
 
 

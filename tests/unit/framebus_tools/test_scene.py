@@ -21,6 +21,7 @@ from framebus_inferencer.postprocess import Decoder, cxcywh_to_xyxy
 from framebus_inferencer.settings import HeadFormat
 from framebus_tools.scene import (
     BACKGROUND_LEVEL,
+    LIT_LEVEL,
     PERSON_SIZE,
     SCENE_CLASS_NAMES,
     Actor,
@@ -216,7 +217,7 @@ def test_still_scene_when_scored_then_one_in_one_out_a_long_dwell_and_a_light_sw
     assert scene.expected_crossings() == {"person:OUT": 1, "person:IN": 1}
     enter, leave = scene.dwell_truth(0)
     assert enter < 2.0 and leave > 26.0
-    assert scene.background_at(13.9) == BACKGROUND_LEVEL and scene.background_at(14.0) == 64
+    assert scene.background_at(13.9) == BACKGROUND_LEVEL and scene.background_at(14.0) == LIT_LEVEL
     assert not scene.occupancy_truth()
     # The leaver's last box is at the right edge; the arriver's first, a second later, 192 px up.
     last, first = scene.box_at(1, 37.0), scene.box_at(2, 38.0)
@@ -232,3 +233,8 @@ def test_still_scene_when_scored_then_one_in_one_out_a_long_dwell_and_a_light_sw
         )
     )
     assert moving / (scene.duration_s * 10) < 0.25
+    for actor in scene.actors:  # seen apart from the ground by colour and by luma, lit or not
+        luma = 0.299 * actor.colour[0] + 0.587 * actor.colour[1] + 0.114 * actor.colour[2]
+        for ground in (BACKGROUND_LEVEL, LIT_LEVEL):
+            assert abs(luma - ground) >= 40
+            assert max(abs(c - ground) for c in actor.colour) / 255 > COLOUR_TOLERANCE + 0.05

@@ -2,8 +2,9 @@
 
 It starts the local Kafka (unless told where another broker is), creates the topics, generates
 the ground-truth scene (`framebus_tools.scene`: people walking over a counting line, one standing
-in a zone, a car) as a 720p H.264 video, an ONNX detector that finds its actors by colour, and the
-scene's alert rules. It runs `framebus decoder`, `framebus inferencer`, `framebus track` and
+in a zone, a car, and a last person who then stands still until the end) as a 720p H.264 video,
+an ONNX detector that finds its actors by colour, and the scene's alert rules. The cameras gate
+frames on motion, so the still end costs no model runs. It runs `framebus decoder`, `framebus inferencer`, `framebus track` and
 `framebus alerts` as separate processes, prints each camera's current track ids and each alert as
 they arrive, and ends with a summary once every published frame has its detections and tracks
 records and the alerts consumer has caught up with them.

@@ -13,7 +13,7 @@ from framebus.kafka.topics import ensure_topics
 from framebus.settings import check, setting
 from framebus.topology import Sizing, TopicSettings, pipeline_specs
 from framebus_tools.pipeline import ServiceSpec
-from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
+from framebus_tools.scene import Scene, demo_scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 
 # The colour detector at 320x320: a quarter of its cost at 640 (the demo shares 2 cores among four
@@ -31,7 +31,7 @@ class DemoSettings:
     topics: TopicSettings = field(default_factory=TopicSettings)
     cameras: int = setting(3, "Number of simulated cameras (each playing the generated scene).")
     frames_per_camera: int = setting(
-        50, "Frames each camera publishes before the demo ends (10 s at 5 fps)."
+        120, "Frames each camera publishes before the demo ends (the scene's 24 s at 5 fps)."
     )
     target_fps: float = setting(5.0, "Frames per second sampled from each camera.")
     video: Path | None = setting(
@@ -39,6 +39,11 @@ class DemoSettings:
     )
     model_path: Path | None = setting(
         None, "YOLOv8 ONNX model to use instead of the generated one (then no alert rules run)."
+    )
+    motion_gate: bool = setting(
+        True,
+        "Gate each camera on motion (docs/motion.md): frames where nothing moved skip the model "
+        "and the tracker carries the scene through them; the summary counts the runs saved.",
     )
     output_dir: Path = setting(Path("demo-output"), "Where generated files and results go.")
     start_kafka: bool = setting(True, "Start the embedded local Kafka if nothing answers.")
@@ -87,7 +92,7 @@ def prepare_inputs(settings: DemoSettings) -> DemoInputs:
     """The scene's video (every camera plays it), its colour detector and its alert rules."""
     out = settings.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    scene = default_scene()
+    scene = demo_scene()
     video = settings.video or _scene_video(settings, scene)
     model = settings.model_path or write_color_blob_model(
         out / "scene-colour-blob-yolov8.onnx", scene, SCENE_MODEL_INPUT

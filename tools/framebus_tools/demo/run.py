@@ -58,8 +58,9 @@ def run_demo(settings: DemoSettings) -> int:
     names = demo_names(settings.topics)
     inputs = prepare_inputs(settings)
     out = settings.output_dir
+    gate = {"motion": {"enabled": settings.motion_gate}}
     cameras = [
-        CameraSpec(f"demo-cam-{i}", str(v), settings.target_fps)
+        CameraSpec(f"demo-cam-{i}", str(v), settings.target_fps, gate)
         for i, v in enumerate(inputs.videos)
     ]
     cameras_file = write_cameras_file(out / "cameras.yaml", cameras)

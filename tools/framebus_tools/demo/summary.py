@@ -42,6 +42,8 @@ def summarize(
         "frames_published": expected,
         "detections_records": stats.total,
         "by_status": dict(statuses),
+        "model_runs": statuses.get("INFERRED", 0),
+        "model_runs_saved_by_motion_gate": statuses.get("STILL", 0),
         "boxes": sum(c.boxes for c in stats.cameras.values()),
         "latency_ms": {
             "mean": statistics.fmean(latencies) if latencies else None,
@@ -70,6 +72,7 @@ def summarize(
     by_status = ", ".join(f"{s} {n}" for s, n in statuses.items()) or "none"
     print(f"  detections out:         {stats.total} ({by_status})")
     print(f"  boxes:                  {summary['boxes']}")
+    print(f"  motion gate:            {_gate_line(statuses)}")
     mean = summary["latency_ms"]["mean"]  # type: ignore[index]
     print(
         f"  mean latency:           {mean if mean is None else round(mean, 1)} ms "
@@ -120,4 +123,15 @@ def _print_startup(startup: dict[str, float | None]) -> None:
         f"partitions), tracker in {secs(startup['tracker_ready_s'])}, alerts in "
         f"{secs(startup['alerts_ready_s'])}; first frame captured {secs(first)} after the decoder "
         "started (camera open, producer id)"
+    )
+
+
+def _gate_line(statuses: Counter[str]) -> str:
+    """How many model runs the motion gate saved (the still frames, answered without a run)."""
+    still, answered = statuses.get("STILL", 0), sum(statuses.values())
+    if not still:
+        return "saved no model run (nothing was still, or the gate is off)"
+    return (
+        f"{still} of {answered} frames were still: {still / answered:.0%} of the model runs saved "
+        "(the tracker carried the scene through them)"
     )
