@@ -15,7 +15,7 @@ from framebus import settings as cfg
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings
 from framebus.logs import configure_logging
-from framebus.topology import TopicSettings
+from framebus.topology import Sizing, TopicSettings
 
 if TYPE_CHECKING:
     from framebus_tools.localcluster import LocalCluster
@@ -125,6 +125,8 @@ def _topics_command(args: argparse.Namespace) -> int:
         args.detections_partitions,
         args.alerts_partitions,
         args.replication_factor or 0,
+        video_partitions=args.video_partitions,
+        video_retention_ms=args.video_retention_ms,
     )
     copies = sizing.copies(kafka)
     specs = pipeline_specs(names, dataclasses.replace(sizing, replication_factor=copies))
@@ -241,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser(
         "topics",
         help="create the whole pipeline's topics (idempotent): frames, detections, tracks, "
-        "alerts, the two changelogs and the dead-letter topic, under the names the flags give",
+        "alerts, the two changelogs, video, clips and the dead-letter topic, under the names "
+        "the flags give",
     )
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--frames-partitions", type=int, default=6)
@@ -251,7 +254,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=6,
         help="also the tracks topic's and the two changelogs' (they follow it)",
     )
-    topics.add_argument("--alerts-partitions", type=int, default=3)
+    topics.add_argument(
+        "--alerts-partitions", type=int, default=3, help="also the clips topic's (one per alert)"
+    )
+    topics.add_argument("--video-partitions", type=int, default=Sizing.video_partitions)
+    topics.add_argument(
+        "--video-retention-ms",
+        type=int,
+        default=Sizing.video_retention_ms,
+        help="how long the video topic keeps each camera's packets: the oldest alert a clip "
+        "can still be cut for",
+    )
     topics.add_argument(
         "--replication-factor",
         type=int,
