@@ -49,11 +49,11 @@ def video_packet(
     extradata = bytes(ctx.extradata) if keyframe and ctx.extradata else None
     # In the schema's field order: identity, timing, the stream's parameters, the bytes.
     return VideoPacket(
-        *(camera_id, segment, packet_seq, capture_ts_us, packet.pts, packet.dts),
-        *(time_base.numerator, time_base.denominator, keyframe),
-        *(ctx.name, ctx.width, ctx.height, rate.numerator, rate.denominator),
-        *(extradata, bytes(packet)),
-    )
+        camera_id, segment, packet_seq, capture_ts_us, packet.pts, packet.dts,
+        time_base.numerator, time_base.denominator, keyframe,
+        ctx.name, ctx.width, ctx.height, rate.numerator, rate.denominator,
+        extradata, bytes(packet)
+    )  # fmt: skip
 
 
 def kafka_timestamp_ms(packet: VideoPacket) -> int:
