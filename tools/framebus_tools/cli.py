@@ -1,4 +1,4 @@
-"""The `framebus` command: local Kafka, topics, the five services, the demo and the tools."""
+"""The `framebus` command: local Kafka, topics, the six services, the demo and the tools."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from framebus_tools.localcluster import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
-# `..._tracker`, `..._alerts`, `..._live`); the CLI hands them their arguments, so both ways of
+# `..._tracker`, `..._alerts`, `..._live`, `..._clips`); the CLI hands them their arguments, so both ways of
 # starting a service run the same code.
 SERVICES = {
     "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
@@ -33,6 +33,8 @@ SERVICES = {
     "(python -m framebus_alerts)",
     "live": "serve a web page of every camera with its boxes, figures and alerts "
     "(python -m framebus_live)",
+    "clips": "an MP4 clip and a JPEG snapshot of every alert, cut from the video topic "
+    "(python -m framebus_clips)",
 }
 SERVICE_MODULES = {
     "decoder": "framebus_decoder",
@@ -40,6 +42,7 @@ SERVICE_MODULES = {
     "track": "framebus_tracker",
     "alerts": "framebus_alerts",
     "live": "framebus_live",
+    "clips": "framebus_clips",
 }
 
 
@@ -138,7 +141,7 @@ def _topics_command(args: argparse.Namespace) -> int:
 
 
 def _service_main(name: str, argv: Sequence[str]) -> int:
-    """`framebus decoder|inferencer|track|alerts|live ...`: the service's own entry point."""
+    """`framebus decoder|inferencer|track|alerts|live|clips ...`: the service's own entry point."""
     module = importlib.import_module(f"{SERVICE_MODULES[name]}.__main__")
     code: int = module.main(argv, f"framebus {name}")
     return code

@@ -17,8 +17,9 @@ and the tracker's parallelism); the tracks topic and the tracker's changelog fol
 detections topic, and the alerts changelog follows the topic the rules read, because a stateful
 stage writes a camera's state to the changelog partition numbered like the source partition the
 camera's records came from (`framebus.kafka.changelog`). The video topic is sized by the operator
-and kept for `Sizing.video_retention_ms`; a reader finds a camera's partition with
-`video_partition`, the rule of librdkafka's default partitioner, which its writer uses.
+and kept for `Sizing.video_retention_ms`. A reader finds a camera's partition of the frames or the
+video topic with `camera_partition`, the rule of librdkafka's default partitioner, which their
+writers use.
 """
 
 from __future__ import annotations
@@ -230,14 +231,15 @@ class Sizing:
         }[topic]
 
 
-def video_partition(camera_id: str, partitions: int) -> int:
-    """The video topic's partition of a camera: librdkafka's default partitioner's choice.
+def camera_partition(camera_id: str, partitions: int) -> int:
+    """The partition of a camera's records on a topic keyed by camera (frames, video).
 
-    `consistent_random` (the producer's default) puts a non-empty key in CRC-32(key) modulo the
-    partition count, so a reader seeks one partition instead of filtering them all.
+    Their writers use librdkafka's default partitioner, `consistent_random`, which puts a
+    non-empty key in CRC-32(key) modulo the partition count: a reader seeks one partition
+    instead of filtering them all.
     """
     if not camera_id:
-        raise ValueError("a video packet's key, the camera id, must not be empty")
+        raise ValueError("a record's key, the camera id, must not be empty")
     return zlib.crc32(camera_id.encode("utf-8")) % partitions
 
 

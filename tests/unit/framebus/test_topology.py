@@ -13,8 +13,8 @@ from framebus.topology import (
     Sizing,
     Topic,
     TopicSettings,
+    camera_partition,
     pipeline_specs,
-    video_partition,
 )
 
 
@@ -100,7 +100,7 @@ def test_pipeline_specs_when_video_topic_then_deleted_after_its_retention_with_c
     assert specs[TopicSettings().clips_topic].partitions == sizing.alerts_partitions
 
 
-def test_video_partition_when_camera_id_empty_then_refused() -> None:
+def test_camera_partition_when_camera_id_empty_then_refused() -> None:
     # The default partitioner scatters records without a key at random: no reader could find them.
     with pytest.raises(ValueError, match="must not be empty"):
-        video_partition("", 6)
+        camera_partition("", 6)
