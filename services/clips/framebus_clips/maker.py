@@ -16,7 +16,7 @@ from pathlib import Path
 from framebus.codec import FrameCodec, VideoPacketCodec
 from framebus.errors import CodecError
 from framebus.messages import Alert, Clip, ClipStatus, Frame, VideoPacket
-from framebus_clips.reading import CameraReader, Idle
+from framebus_clips.reading import CameraRecords, Idle
 from framebus_clips.remux import ClipWriteError, write_atomically, write_mp4
 from framebus_clips.settings import ClipsSettings
 from framebus_clips.snapshot import pick_frame, snapshot_jpeg
@@ -34,6 +34,9 @@ from framebus_clips.window import (
 log = logging.getLogger(__name__)
 
 US_PER_S = 1_000_000
+# A read past its wait has this long more to reach the partition's end (a busy broker). With
+# `MAX_ALERT_WAIT_S` and the snapshot's read, one alert stays inside the loop's heartbeat allowance.
+READ_BUDGET_S = 15.0
 
 
 def _us(seconds: float) -> int:
@@ -46,7 +49,7 @@ class ClipMaker:
     def __init__(
         self,
         settings: ClipsSettings,
-        reader: CameraReader,
+        reader: CameraRecords,
         stats: ClipsStats,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -56,8 +59,6 @@ class ClipMaker:
         self._clock = clock
         self._video = VideoPacketCodec()
         self._frames = FrameCodec()
-        # A read past its wait has this long more to reach the partition's end (a busy broker).
-        self._read_budget_s = settings.stage_timeout_s / 2
 
     def make(self, alert: Alert, partition: int, offset: int) -> Clip:
         """The alert's clip record, its files written (or why there are none)."""
@@ -114,7 +115,7 @@ class ClipMaker:
             return [], NoClip(ClipStatus.NO_VIDEO, f"the video topic {topic} does not exist")
         give_up_us = window.end_us + _us(s.max_wait_s)
         wait_s = max(0.0, give_up_us / US_PER_S - self._clock())
-        deadline = time.monotonic() + wait_s + self._read_budget_s
+        deadline = time.monotonic() + wait_s + READ_BUDGET_S
         from_ms = (window.start_us - _us(s.gop_margin_s)) // 1000
         packets: list[VideoPacket] = []
         for item in self._reader.values(topic, partition, camera_id, from_ms, deadline):
@@ -167,7 +168,7 @@ class ClipMaker:
         if partition is None:
             return None
         from_ms = (alert.capture_ts_us - _us(self.settings.snapshot_search_s)) // 1000
-        deadline = time.monotonic() + self._read_budget_s
+        deadline = time.monotonic() + READ_BUDGET_S
         best: Frame | None = None
         for item in self._reader.values(topic, partition, alert.camera_id, from_ms, deadline):
             if isinstance(item, Idle):

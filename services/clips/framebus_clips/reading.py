@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import confluent_kafka
 
@@ -31,6 +31,24 @@ class Idle:
 
 
 IDLE: Final = Idle()
+
+
+class CameraRecords(Protocol):
+    """What the clip maker reads through: a `CameraReader`, or a stub in unit tests."""
+
+    def partition_of(self, topic: str, camera_id: str) -> int | None:
+        """The camera's partition of `topic`; None when the topic does not exist."""
+        ...
+
+    def earliest_ms(self, topic: str, partition: int) -> int | None:
+        """Kafka timestamp of the partition's oldest retained record; None when it is empty."""
+        ...
+
+    def values(
+        self, topic: str, partition: int, key: str | None, from_ms: int, deadline: float
+    ) -> Iterator[tuple[bytes, int] | Idle]:
+        """(value, Kafka timestamp ms) of `key`'s records from `from_ms` on; IDLE at the end."""
+        ...
 
 
 def _with_eof(factory: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
