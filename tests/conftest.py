@@ -6,6 +6,7 @@ import faulthandler
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,24 @@ def square_scene() -> MovingSquare:
 @pytest.fixture(scope="session")
 def square_video(media_dir: Path, square_scene: MovingSquare) -> Path:
     return write_square_video(media_dir / "square-1080p.mp4", square_scene)
+
+
+@dataclass(frozen=True)
+class GopVideo:
+    """A small H.264 file with a keyframe every `gop` frames."""
+
+    path: Path
+    fps: int
+    gop: int
+    frames: int
+
+
+@pytest.fixture(scope="session")
+def gop_video(media_dir: Path) -> GopVideo:
+    """320x240, 25 fps, four GOPs of 10 frames: demuxing and remuxing without re-encoding."""
+    scene = MovingSquare(width=320, height=240, side=40, frames=40, fps=25)
+    path = write_square_video(media_dir / "gop-240p.mp4", scene, gop=10)
+    return GopVideo(path, scene.fps, 10, scene.frames)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ PACKAGES = {
     "framebus_tracker": (REPO / "services" / "tracker" / "framebus_tracker", 1),
     "framebus_live": (REPO / "services" / "live" / "framebus_live", 1),
     "framebus_alerts": (REPO / "services" / "alerts" / "framebus_alerts", 1),
+    "framebus_clips": (REPO / "services" / "clips" / "framebus_clips", 1),
     "framebus_tools": (REPO / "tools" / "framebus_tools", 2),
 }
 

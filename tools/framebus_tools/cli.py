@@ -1,4 +1,4 @@
-"""The `framebus` command: local Kafka, topics, the five services, the demo and the tools."""
+"""The `framebus` command: local Kafka, topics, the six services, the demo and the tools."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from framebus import settings as cfg
 from framebus.errors import FramebusError
 from framebus.kafka.settings import KafkaSettings
 from framebus.logs import configure_logging
-from framebus.topology import TopicSettings
+from framebus.topology import Sizing, TopicSettings
 
 if TYPE_CHECKING:
     from framebus_tools.localcluster import LocalCluster
 
 # The services have their own entry points (`python -m framebus_decoder`, `..._inferencer`,
-# `..._tracker`, `..._alerts`, `..._live`); the CLI hands them their arguments, so both ways of
+# `..._tracker`, `..._alerts`, `..._live`, `..._clips`); the CLI hands them their arguments, so both ways of
 # starting a service run the same code.
 SERVICES = {
     "decoder": "decode cameras and publish letterboxed frames (python -m framebus_decoder)",
@@ -33,6 +33,8 @@ SERVICES = {
     "(python -m framebus_alerts)",
     "live": "serve a web page of every camera with its boxes, figures and alerts "
     "(python -m framebus_live)",
+    "clips": "an MP4 clip and a JPEG snapshot of every alert, cut from the video topic "
+    "(python -m framebus_clips)",
 }
 SERVICE_MODULES = {
     "decoder": "framebus_decoder",
@@ -40,6 +42,7 @@ SERVICE_MODULES = {
     "track": "framebus_tracker",
     "alerts": "framebus_alerts",
     "live": "framebus_live",
+    "clips": "framebus_clips",
 }
 
 
@@ -125,6 +128,8 @@ def _topics_command(args: argparse.Namespace) -> int:
         args.detections_partitions,
         args.alerts_partitions,
         args.replication_factor or 0,
+        video_partitions=args.video_partitions,
+        video_retention_ms=args.video_retention_ms,
     )
     copies = sizing.copies(kafka)
     specs = pipeline_specs(names, dataclasses.replace(sizing, replication_factor=copies))
@@ -136,7 +141,7 @@ def _topics_command(args: argparse.Namespace) -> int:
 
 
 def _service_main(name: str, argv: Sequence[str]) -> int:
-    """`framebus decoder|inferencer|track|alerts|live ...`: the service's own entry point."""
+    """`framebus decoder|inferencer|track|alerts|live|clips ...`: the service's own entry point."""
     module = importlib.import_module(f"{SERVICE_MODULES[name]}.__main__")
     code: int = module.main(argv, f"framebus {name}")
     return code
@@ -241,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser(
         "topics",
         help="create the whole pipeline's topics (idempotent): frames, detections, tracks, "
-        "alerts, the two changelogs and the dead-letter topic, under the names the flags give",
+        "alerts, the two changelogs, video, clips and the dead-letter topic, under the names "
+        "the flags give",
     )
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--frames-partitions", type=int, default=6)
@@ -251,7 +257,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=6,
         help="also the tracks topic's and the two changelogs' (they follow it)",
     )
-    topics.add_argument("--alerts-partitions", type=int, default=3)
+    topics.add_argument(
+        "--alerts-partitions", type=int, default=3, help="also the clips topic's (one per alert)"
+    )
+    topics.add_argument("--video-partitions", type=int, default=Sizing.video_partitions)
+    topics.add_argument(
+        "--video-retention-ms",
+        type=int,
+        default=Sizing.video_retention_ms,
+        help="how long the video topic keeps each camera's packets: the oldest alert a clip "
+        "can still be cut for",
+    )
     topics.add_argument(
         "--replication-factor",
         type=int,

@@ -21,6 +21,7 @@ This file is generated: `framebus config-docs > docs/configuration.md` (a test c
 def configuration_reference() -> str:
     """The whole reference as Markdown."""
     from framebus_alerts.settings import AlertsSettings
+    from framebus_clips.settings import ClipsSettings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
     from framebus_live.settings import LiveSettings
@@ -36,6 +37,7 @@ def configuration_reference() -> str:
         "track": TrackerSettings,
         "alerts": AlertsSettings,
         "live": LiveSettings,
+        "clips": ClipsSettings,
         "demo": DemoSettings,
         "render": RenderSettings,
         "tune": TuneSettings,

@@ -62,11 +62,13 @@ def _triangle(t: int, span: int) -> int:
     return t if t <= span else period - t
 
 
-def write_square_video(path: Path, scene: MovingSquare, crf: int = 18) -> Path:
+def write_square_video(
+    path: Path, scene: MovingSquare, crf: int = 18, gop: int | None = None
+) -> Path:
     """Encode the scene to an H.264 MP4 file with PyAV's bundled libx264."""
     buffer = np.empty((scene.height, scene.width, 3), dtype=np.uint8)
     frames = (scene.render(i, buffer) for i in range(scene.frames))
-    return write_h264(path, scene.width, scene.height, scene.fps, frames, crf)
+    return write_h264(path, scene.width, scene.height, scene.fps, frames, crf, gop)
 
 
 def write_h264(
@@ -76,8 +78,12 @@ def write_h264(
     fps: int,
     frames: Iterable[npt.NDArray[np.uint8]],
     crf: int = 18,
+    gop: int | None = None,
 ) -> Path:
-    """Encode RGB frames (height, width, 3) to an H.264 MP4 file with PyAV's bundled libx264."""
+    """Encode RGB frames (height, width, 3) to an H.264 MP4 file with PyAV's bundled libx264.
+
+    `gop`: frames from one keyframe to the next (None: libx264's default, 250).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=fps)
@@ -85,6 +91,9 @@ def write_h264(
         stream.height = height
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": str(crf), "preset": "ultrafast", "tune": "zerolatency"}
+        if gop is not None:
+            # A fixed keyframe interval: no scene-cut keyframes in between.
+            stream.options |= {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0"}
         for rgb in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
                 container.mux(packet)

@@ -22,7 +22,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from framebus.avro_mapping import RecordMapping
 from framebus.errors import CodecError, UnknownSchemaError
-from framebus.messages import Alert, Detections, Frame, FrameStatus, Tracks
+from framebus.messages import Alert, Clip, Detections, Frame, FrameStatus, Tracks, VideoPacket
 
 MAGIC = b"\xc3\x01"
 HEADER_BYTES = 10
@@ -282,3 +282,17 @@ class AlertCodec(RecordCodec[Alert]):
 
     def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
         super().__init__(Alert, "alert", schemas_dir)
+
+
+class VideoPacketCodec(RecordCodec[VideoPacket]):
+    """VideoPacket <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        super().__init__(VideoPacket, "video", schemas_dir)
+
+
+class ClipCodec(RecordCodec[Clip]):
+    """Clip <-> bytes."""
+
+    def __init__(self, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        super().__init__(Clip, "clip", schemas_dir)

@@ -236,3 +236,57 @@ class Alert:
     direction: CrossingDirection = CrossingDirection.NONE
     measure: float = 0.0
     counts: tuple[tuple[str, int], ...] = ()  # LINE_CROSSING: ("<class>:IN", n), ...
+
+
+@dataclass(frozen=True)
+class VideoPacket:
+    """One compressed packet of a camera's stream, as demuxed (`schemas/video.avsc`)."""
+
+    camera_id: str
+    segment: str
+    packet_seq: int
+    capture_ts_us: int
+    pts: int | None
+    dts: int | None
+    time_base_num: int
+    time_base_den: int
+    keyframe: bool
+    codec: str
+    width: int
+    height: int
+    frame_rate_num: int
+    frame_rate_den: int
+    extradata: bytes | None
+    data: bytes
+
+
+class ClipStatus(enum.Enum):
+    """What became of an alert's clip."""
+
+    UNKNOWN = "UNKNOWN"  # a status added by a later release (see PixelFormat.UNKNOWN)
+    WRITTEN = "WRITTEN"
+    VIDEO_AGED_OUT = "VIDEO_AGED_OUT"
+    NO_VIDEO = "NO_VIDEO"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class Clip:
+    """The clip of one alert, or why there is none (`schemas/clip.avsc`)."""
+
+    rule: str
+    camera_id: str
+    seq: int
+    capture_ts_us: int
+    track_id: str
+    alert_partition: int
+    alert_offset: int
+    status: ClipStatus
+    reason: str | None = None
+    uri: str | None = None
+    snapshot_uri: str | None = None
+    start_ts_us: int = 0
+    end_ts_us: int = 0
+    duration_s: float = 0.0
+    size_bytes: int = 0
+    written_at_us: int = 0

@@ -251,6 +251,13 @@ def stage_timeout_setting() -> Any:
     )
 
 
+def transactional_id_setting(group_field: str) -> Any:
+    """`transactional_id` of an exactly-once service whose consumer group is `group_field`."""
+    return setting(
+        None, f"Kafka transactional.id of this instance; default: <{group_field}>-<hostname>."
+    )
+
+
 def check_run_settings(settings: Any) -> None:
     """Check the fields the helpers above declare, those `settings` has."""
     if hasattr(settings, "http_port"):

@@ -7,6 +7,8 @@ so renaming a topic or changing its configuration is a change to this file alone
 ```
 decoder ─> frames ─> inferencer ─> detections ─> tracker ─> tracks ─> alerts ─> alerts
                                                     └─> tracker-changelog  └─> alerts-changelog
+decoder ─> video (every compressed packet) ─┐
+                                   alerts ─> clips ─> clips (one record per alert's MP4)
 every stage that reads ─> deadletter (records it cannot process, with the reason)
 ```
 
@@ -14,12 +16,16 @@ Partition rules: frames and detections are sized by the operator (they bound the
 and the tracker's parallelism); the tracks topic and the tracker's changelog follow the
 detections topic, and the alerts changelog follows the topic the rules read, because a stateful
 stage writes a camera's state to the changelog partition numbered like the source partition the
-camera's records came from (`framebus.kafka.changelog`).
+camera's records came from (`framebus.kafka.changelog`). The video topic is sized by the operator
+and kept for `Sizing.video_retention_ms`. A reader finds a camera's partition of the frames or the
+video topic with `camera_partition`, the rule of librdkafka's default partitioner, which their
+writers use.
 """
 
 from __future__ import annotations
 
 import enum
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -35,7 +41,8 @@ from framebus.kafka.topics import (
 from framebus.settings import env_name, setting
 
 MINUTE_MS = 60 * 1000
-DAY_MS = 24 * 60 * MINUTE_MS
+HOUR_MS = 60 * MINUTE_MS
+DAY_MS = 24 * HOUR_MS
 
 
 class Topic(enum.Enum):
@@ -48,6 +55,8 @@ class Topic(enum.Enum):
     DEADLETTER = "deadletter"
     TRACKER_CHANGELOG = "tracker_changelog"
     ALERTS_CHANGELOG = "alerts_changelog"
+    VIDEO = "video"
+    CLIPS = "clips"
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,13 @@ class TopicSettings:
     alerts_changelog_topic: str = setting(
         "framebus.alerts-changelog",
         "Compacted topic of each camera's rule state, restored when a partition is assigned.",
+    )
+    video_topic: str = setting(
+        "framebus.video",
+        "Topic of every compressed video packet of each camera, kept for video_retention_ms.",
+    )
+    clips_topic: str = setting(
+        "framebus.clips", "Topic of one record per alert: its MP4 clip and snapshot, or why none."
     )
 
     def __post_init__(self) -> None:
@@ -114,6 +130,8 @@ class Declaration:
     compacted: bool = False
     retention_ms: int | None = None
     frame_sized: bool = False  # records up to a frame's size (max.message.bytes raised)
+    # Kafka timestamps are the writer's (capture times), so a reader can seek by them.
+    create_time: bool = False
 
 
 DECLARATIONS: dict[Topic, Declaration] = {
@@ -165,6 +183,18 @@ DECLARATIONS: dict[Topic, Declaration] = {
         Partitioning.FOLLOWS_SOURCE,
         compacted=True,
     ),
+    # A keyframe of a 4K stream can be megabytes: frame-sized. Retention: `Sizing`.
+    Topic.VIDEO: Declaration(
+        "camera id",
+        "schemas/video.avsc",
+        "decoder",
+        Partitioning.SIZED,
+        frame_sized=True,
+        create_time=True,
+    ),
+    Topic.CLIPS: Declaration(
+        "camera id", "schemas/clip.avsc", "clips", Partitioning.SIZED, False, 30 * DAY_MS
+    ),
 }
 
 # The topic the tracker reads: its changelog and the tracks topic follow its partition count.
@@ -181,6 +211,9 @@ class Sizing:
     detections_partitions: int = 6
     alerts_partitions: int = 3
     replication_factor: int = 0  # 0: as many as the cluster allows, up to three
+    video_partitions: int = 6
+    # An alert older than this has no video left to cut a clip from.
+    video_retention_ms: int = HOUR_MS
 
     def copies(self, kafka: KafkaSettings) -> int:
         """The replication factor, asking the cluster its size when it is left to it."""
@@ -192,10 +225,31 @@ class Sizing:
             Topic.FRAMES: self.frames_partitions,
             Topic.DETECTIONS: self.detections_partitions,
             Topic.ALERTS: self.alerts_partitions,
+            Topic.VIDEO: self.video_partitions,
+            # One clip record per alert: as many partitions as the alerts.
+            Topic.CLIPS: self.alerts_partitions,
         }[topic]
 
 
-def spec(topic: Topic, names: TopicSettings, partitions: int, replicas: int) -> TopicSpec:
+def camera_partition(camera_id: str, partitions: int) -> int:
+    """The partition of a camera's records on a topic keyed by camera (frames, video).
+
+    Their writers use librdkafka's default partitioner, `consistent_random`, which puts a
+    non-empty key in CRC-32(key) modulo the partition count: a reader seeks one partition
+    instead of filtering them all.
+    """
+    if not camera_id:
+        raise ValueError("a record's key, the camera id, must not be empty")
+    return zlib.crc32(camera_id.encode("utf-8")) % partitions
+
+
+def spec(
+    topic: Topic,
+    names: TopicSettings,
+    partitions: int,
+    replicas: int,
+    video_retention_ms: int = Sizing.video_retention_ms,
+) -> TopicSpec:
     """The topic as it is created: its name and the configs its declaration calls for."""
     d = DECLARATIONS[topic]
     config: dict[str, str] = {}
@@ -208,6 +262,10 @@ def spec(topic: Topic, names: TopicSettings, partitions: int, replicas: int) -> 
         }
     if d.retention_ms is not None:
         config["retention.ms"] = str(d.retention_ms)
+    if topic is Topic.VIDEO:
+        config |= {"cleanup.policy": "delete", "retention.ms": str(video_retention_ms)}
+    if d.create_time:
+        config["message.timestamp.type"] = "CreateTime"
     if d.frame_sized:
         config["max.message.bytes"] = str(MAX_RECORD_BYTES + 65536)
     if topic is Topic.FRAMES:
@@ -234,7 +292,7 @@ def pipeline_specs(
             count = sizing.partitions(topic)
         else:
             count = sizing.detections_partitions
-        out.append(spec(topic, names, count, sizing.replication_factor))
+        out.append(spec(topic, names, count, sizing.replication_factor, sizing.video_retention_ms))
     return out
 
 
@@ -257,7 +315,7 @@ def ensure_written_topics(
     for topic in writes:
         d = DECLARATIONS[topic]
         count = sizing.partitions(topic) if d.partitioning is Partitioning.SIZED else partitions
-        specs.append(spec(topic, names, count, replicas))
+        specs.append(spec(topic, names, count, replicas, sizing.video_retention_ms))
     created = ensure_topics(kafka, specs)
     for topic in writes:
         if DECLARATIONS[topic].compacted:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from framebus.messages import (
     Alert,
     Box,
+    Clip,
+    ClipStatus,
     ColourMatrix,
     ColourRange,
     Compression,
@@ -17,6 +19,7 @@ from framebus.messages import (
     TensorLayout,
     TrackedObject,
     Tracks,
+    VideoPacket,
     ZoneAnchor,
 )
 
@@ -96,4 +99,40 @@ ALERT = Alert(
     direction=CrossingDirection.OUT,
     measure=2.5,
     counts=(("car:IN", 3), ("car:OUT", 1)),
+)
+VIDEO = VideoPacket(
+    camera_id="cam-1",
+    segment="cam-1/1700000000000000",
+    packet_seq=250,
+    capture_ts_us=1_700_000_000_123_456,
+    pts=900_000,
+    dts=896_400,
+    time_base_num=1,
+    time_base_den=90_000,
+    keyframe=True,
+    codec="h264",
+    width=1280,
+    height=720,
+    frame_rate_num=25,
+    frame_rate_den=1,
+    extradata=b"\x01\x64\x00\x1f",
+    data=b"\x00\x00\x00\x05\x65\x88\x84\x00\x10",
+)
+CLIP = Clip(
+    rule="door-line",
+    camera_id="cam-1",
+    seq=42,
+    capture_ts_us=1_700_000_000_123_456,
+    track_id="cam-1/1700000000/7",
+    alert_partition=2,
+    alert_offset=17,
+    status=ClipStatus.WRITTEN,
+    reason="video starts 1.2 s after the pre-roll",
+    uri="file:///clips/cam-1/x.mp4",
+    snapshot_uri="file:///clips/cam-1/x.jpg",
+    start_ts_us=1_700_000_000_000_000,
+    end_ts_us=1_700_000_010_000_000,
+    duration_s=10.0,
+    size_bytes=123_456,
+    written_at_us=1_700_000_020_000_000,
 )

@@ -1,4 +1,4 @@
-"""Records of one release read by another, for every record type (frame, detections, tracks, alert).
+"""Records of one release read by another, for every record type (frame, ..., video, clip).
 
 The promise (docs/architecture.md, "Schema evolution"): readers are upgraded before writers. A
 release reads the records of every earlier release, new fields taking their defaults; a record of a
@@ -23,24 +23,28 @@ import pytest
 from framebus.codec import (
     RELEASED_DIR,
     AlertCodec,
+    ClipCodec,
     DetectionsCodec,
     FrameCodec,
     SingleObjectCodec,
     TracksCodec,
+    VideoPacketCodec,
     load_schema,
     released_versions,
 )
 from framebus.errors import UnknownSchemaError
 from framebus.messages import (
     Alert,
+    Clip,
     ColourMatrix,
     ColourRange,
     Detections,
     Frame,
     PixelFormat,
     Tracks,
+    VideoPacket,
 )
-from tests.unit.framebus.records import ALERT, DETECTIONS, FRAME, TRACKS
+from tests.unit.framebus.records import ALERT, CLIP, DETECTIONS, FRAME, TRACKS, VIDEO
 
 # The field the simulated next release adds, with the default an old record reads as.
 NEW_FIELD = {"name": "site", "type": "string", "default": "unknown", "doc": "Site of the camera."}
@@ -52,7 +56,7 @@ class Record:
 
     name: str
     codec: Callable[..., Any]
-    sample: Frame | Detections | Tracks | Alert
+    sample: Frame | Detections | Tracks | Alert | VideoPacket | Clip
 
 
 RECORDS = [
@@ -60,6 +64,8 @@ RECORDS = [
     Record("detections", DetectionsCodec, DETECTIONS),
     Record("tracks", TracksCodec, TRACKS),
     Record("alert", AlertCodec, ALERT),
+    Record("video", VideoPacketCodec, VIDEO),
+    Record("clip", ClipCodec, CLIP),
 ]
 BY_NAME = {r.name: r for r in RECORDS}
 

@@ -26,7 +26,7 @@ from tests.unit.framebus.avro_compat import compatibility_problems
 
 REPO = Path(__file__).resolve().parents[3]
 THIS_FILE = Path(__file__).resolve().relative_to(REPO).as_posix()
-RECORDS = ("frame", "detections", "alert", "tracks")
+RECORDS = ("frame", "detections", "alert", "tracks", "video", "clip")
 # The wire fingerprint of each released version, oldest first. Records of a released version sit on
 # the topics: if its file changed, readers would no longer know their fingerprint. Releasing a
 # version adds its fingerprint here (the failing test below prints the line).
@@ -35,6 +35,8 @@ RELEASED_FINGERPRINTS = {
     "detections": ["beaa09e0af738069", "f4278de7b444ad4c"],
     "alert": ["e7724fcf8e4adbbd", "c59dfe9547cdb006"],
     "tracks": ["c8e3aa6b2206ad27", "1d980736f5688535"],
+    "video": ["ed139105623d03b1"],
+    "clip": ["0362cdec62571438"],
 }
 HOW = "How to change a schema: docs/architecture.md, section 'Schema evolution'."
 

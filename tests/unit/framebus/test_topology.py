@@ -13,6 +13,7 @@ from framebus.topology import (
     Sizing,
     Topic,
     TopicSettings,
+    camera_partition,
     pipeline_specs,
 )
 
@@ -46,7 +47,7 @@ def test_pipeline_specs_when_whole_pipeline_then_each_topic_follows_its_declarat
     assert "cleanup.policy" not in specs[names.tracks_topic].config
     # Frame-sized records where a frame (or a dead-lettered frame) can go.
     frame_sized = {n for n, s in specs.items() if "max.message.bytes" in s.config}
-    assert frame_sized == {names.frames_topic, names.deadletter_topic}
+    assert frame_sized == {names.frames_topic, names.deadletter_topic, names.video_topic}
     assert specs[names.alerts_topic].config["retention.ms"] == str(30 * 24 * 3600 * 1000)
 
 
@@ -83,3 +84,23 @@ def test_declarations_when_listed_then_every_topic_declared_and_changelogs_follo
         "framebus.detections",
         "framebus.deadletter",
     ]
+
+
+def test_pipeline_specs_when_video_topic_then_deleted_after_its_retention_with_capture_times() -> (
+    None
+):
+    sizing = Sizing(video_partitions=8, video_retention_ms=120_000, replication_factor=1)
+    specs = {s.name: s for s in pipeline_specs(TopicSettings(), sizing)}
+    video = specs[TopicSettings().video_topic]
+    assert video.partitions == 8
+    assert video.config["cleanup.policy"] == "delete"
+    assert video.config["retention.ms"] == "120000"
+    assert video.config["message.timestamp.type"] == "CreateTime"
+    assert int(video.config["max.message.bytes"]) >= 8 * 1024 * 1024
+    assert specs[TopicSettings().clips_topic].partitions == sizing.alerts_partitions
+
+
+def test_camera_partition_when_camera_id_empty_then_refused() -> None:
+    # The default partitioner scatters records without a key at random: no reader could find them.
+    with pytest.raises(ValueError, match="must not be empty"):
+        camera_partition("", 6)

@@ -135,12 +135,17 @@ class Producer(LazyClient):
         on_delivery: DeliveryCallback | None = None,
         block_s: float = 0.0,
         partition: int | None = None,
+        timestamp_ms: int | None = None,
     ) -> None:
         """Queue one record; wait up to `block_s` for room when the local queue is full.
 
         `partition` overrides the key's partition (a changelog follows its source partition).
+        `timestamp_ms` is the record's Kafka timestamp (default: now); a video packet's is its
+        capture time.
         """
-        where = {} if partition is None else {"partition": partition}
+        where: dict[str, int] = {} if partition is None else {"partition": partition}
+        if timestamp_ms is not None:
+            where["timestamp"] = timestamp_ms
         deadline = time.monotonic() + block_s
         while True:
             try:

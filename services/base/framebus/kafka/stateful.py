@@ -15,7 +15,8 @@ librdkafka never returns from ends the process through the service's watchdog in
 stalling it.
 
 Keys are owned per source partition: when a partition is revoked its keys' states are dropped; when
-one is assigned its keys' states are restored first.
+one is assigned its keys' states are restored first. A processor without state (no changelog topic,
+`framebus clips`) gets the same loop: its outputs, dead letters and offsets commit together.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class Output:
     made_from: object = None  # handed back to on_committed, so it need not decode `value`
 
 
+OnCommitted = Callable[[Sequence[Output]], None]
+
+
 @dataclass(frozen=True)
 class Processed:
     """What one source record did: the state key it changed (None: none) and its outputs."""
@@ -93,7 +97,7 @@ class StatefulConfig:
     service: str  # named in dead-letter headers and logs
     group: str
     source_topic: str
-    changelog_topic: str
+    changelog_topic: str | None  # None: a processor without state (`framebus clips`)
     deadletter_topic: str
     transactional_id: str
     max_batch: int = 500
@@ -126,7 +130,7 @@ class StatefulRunner:
         config: StatefulConfig,
         processor: KeyedProcessor,
         stats: StatefulStats | None = None,
-        on_committed: Callable[[Sequence[Output]], None] | None = None,
+        on_committed: OnCommitted | None = None,
         heartbeat: Callable[[], None] | None = None,
         watch: CallWatch = unwatched,
     ) -> None:
@@ -161,7 +165,7 @@ class StatefulRunner:
 
     def _run_once(self, stop: threading.Event) -> None:
         c = self.config
-        reader = ChangelogReader(self.kafka, c.changelog_topic)
+        reader = ChangelogReader(self.kafka, c.changelog_topic) if c.changelog_topic else None
         producer = Producer(
             self.kafka,
             {
@@ -190,7 +194,8 @@ class StatefulRunner:
         finally:
             consumer.close()
             producer.close()
-            reader.close()
+            if reader is not None:
+                reader.close()
 
     def _loop(self, consumer: Consumer, txn: Transactions, stop: threading.Event) -> None:
         last_record = time.monotonic()
@@ -232,9 +237,12 @@ class StatefulRunner:
             for out in done.outputs:
                 txn.send(out.topic, out.value, out.key, out.headers)
                 published.append(out)
-        for key, (partition, offset) in touched.items():
-            state = encode_state(self.processor.snapshot(key), c.source_topic, partition, offset)
-            txn.send(c.changelog_topic, state, key, partition=partition)
+        if c.changelog_topic is not None:
+            for key, (partition, offset) in touched.items():
+                state = encode_state(
+                    self.processor.snapshot(key), c.source_topic, partition, offset
+                )
+                txn.send(c.changelog_topic, state, key, partition=partition)
         txn.commit(marks, consumer.group_metadata())
         self.stats.transactions += 1
         self.stats.outputs += len(published)
@@ -253,11 +261,13 @@ class StatefulRunner:
             headers=dead_letter_headers(msg, reason, error_type, self.config.service),
         )
 
-    def _assigned(self, reader: ChangelogReader, tps: Sequence[Any]) -> None:
+    def _assigned(self, reader: ChangelogReader | None, tps: Sequence[Any]) -> None:
         partitions = [tp.partition for tp in tps]
         started = time.monotonic()
-        restored, undecodable = 0, reader.undecodable
-        for key, stored in reader.read(partitions).items():
+        undecodable = reader.undecodable if reader else 0
+        restored = 0
+        stored_states = reader.read(partitions) if reader else {}
+        for key, stored in stored_states.items():
             try:
                 self.processor.restore(key, stored.state)
             except StateError as exc:
@@ -269,7 +279,7 @@ class StatefulRunner:
             self._owned.setdefault(stored.changelog_partition, set()).add(key)
             restored += 1
         elapsed = time.monotonic() - started
-        self.stats.restore_failures += reader.undecodable - undecodable
+        self.stats.restore_failures += (reader.undecodable if reader else 0) - undecodable
         self.stats.restored_keys += restored
         self.stats.restore_s += elapsed
         self.stats.assigned.update(partitions)

@@ -14,7 +14,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from framebus.kafka.changelog import RESTORE_TIMEOUT_S
 from framebus.kafka.settings import KafkaSettings
-from framebus.kafka.stateful import StatefulStats
+from framebus.kafka.stateful import (
+    KeyedProcessor,
+    OnCommitted,
+    StatefulConfig,
+    StatefulRunner,
+    StatefulStats,
+)
 from framebus.telemetry.service import Collector, ServiceTelemetry
 
 # One loop iteration may hold a whole restore (inside consume()): the heartbeat allows for it.
@@ -37,6 +43,7 @@ class StatefulTelemetry(ServiceTelemetry):
         kafka: KafkaSettings | None = None,
     ) -> None:
         super().__init__(port, (own, LoopCollector(prefix, loop)), kafka)
+        self.loop = loop
         self.add_check(
             "assigned",
             lambda: None if loop.ready else f"no {source} partition assigned and restored yet",
@@ -45,6 +52,24 @@ class StatefulTelemetry(ServiceTelemetry):
     def beat(self) -> None:
         """Called once per loop iteration."""
         self.health.heartbeat("consume", LOOP_ALLOWANCE_S)
+
+    def runner(
+        self,
+        kafka: KafkaSettings,
+        config: StatefulConfig,
+        processor: KeyedProcessor,
+        on_committed: OnCommitted | None = None,
+    ) -> StatefulRunner:
+        """The stateful loop this telemetry watches: its heartbeat, its calls, its counters."""
+        return StatefulRunner(
+            kafka,
+            config,
+            processor,
+            self.loop,
+            on_committed=on_committed,
+            heartbeat=self.beat,
+            watch=self.health.call,
+        )
 
 
 class LoopCollector:

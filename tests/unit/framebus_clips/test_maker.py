@@ -1,0 +1,95 @@
+"""One alert's clip from stubbed topics: what is written and what the record says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import av
+
+from framebus.codec import VideoPacketCodec
+from framebus.messages import Alert, ClipStatus, VideoPacket, ZoneAnchor
+from framebus.topology import TopicSettings
+from framebus.videopackets import demux_file
+from framebus_clips.maker import ClipMaker
+from framebus_clips.reading import IDLE, Idle
+from framebus_clips.settings import ClipsSettings
+from framebus_clips.stats import ClipsStats
+from tests.conftest import GopVideo
+
+S = 1_000_000
+T0 = 1_700_000_000 * S
+TOPICS = TopicSettings()
+
+
+class StubTopics:
+    """The video topic holds `packets`; the frames topic exists and is empty."""
+
+    def __init__(self, packets: Sequence[VideoPacket], earliest_ms: int | None = None) -> None:
+        codec = VideoPacketCodec()
+        self.records = [(codec.encode(p), p.capture_ts_us // 1000) for p in packets]
+        self.earliest = earliest_ms
+        self.idle_polls = 0
+
+    def partition_of(self, topic: str, camera_id: str) -> int | None:
+        return 0
+
+    def earliest_ms(self, topic: str, partition: int) -> int | None:
+        return self.earliest
+
+    def values(
+        self, topic: str, partition: int, key: str | None, from_ms: int, deadline: float
+    ) -> Iterator[tuple[bytes, int] | Idle]:
+        if topic == TOPICS.video_topic:
+            yield from (r for r in self.records if r[1] >= from_ms)
+        while True:  # at the end: idle until the caller gives up
+            self.idle_polls += 1
+            yield IDLE
+
+
+def alert_at(capture_ts_us: int) -> Alert:
+    return Alert("dwell", "cam-1", 7, capture_ts_us, capture_ts_us, 1, (), ZoneAnchor.CENTER, ())
+
+
+def maker(tmp_path: Path, topics: StubTopics, now_s: float, **more: float) -> ClipMaker:
+    settings = ClipsSettings(clips_dir=tmp_path, pre_roll_s=0.4, post_roll_s=0.4, **more)
+    return ClipMaker(settings, topics, ClipsStats(), clock=lambda: now_s)
+
+
+def test_make_when_the_video_covers_the_window_then_written_with_its_span(
+    gop_video: GopVideo, tmp_path: Path
+) -> None:
+    packets = list(demux_file(gop_video.path, "cam-1", T0))
+    alert = alert_at(T0 + S)  # frame 25; the clip runs from the keyframe at 0.4 s, frame 10
+    clip = maker(tmp_path, StubTopics(packets), now_s=T0 / S + 60).make(alert, 2, 17)
+    assert clip.status is ClipStatus.WRITTEN
+    assert (clip.alert_partition, clip.alert_offset) == (2, 17)
+    assert clip.start_ts_us == packets[10].capture_ts_us
+    assert clip.end_ts_us == T0 + S + 400_000
+    assert clip.reason == "no snapshot: the alert's frame is not on the frames topic"
+    with av.open((clip.uri or "").removeprefix("file://")) as container:
+        assert [bytes(p) for p in container.demux(video=0) if p.size] == [
+            p.data for p in packets[10:36]
+        ]
+
+
+def test_make_when_the_post_roll_never_comes_then_cut_short_once_the_wait_is_over(
+    gop_video: GopVideo, tmp_path: Path
+) -> None:
+    packets = list(demux_file(gop_video.path, "cam-1", T0))  # 1.6 s of video
+    alert = alert_at(T0 + 1_400_000)
+    topics = StubTopics(packets)
+    # The clock is past the post-roll's end plus max_wait_s: the first idle poll ends the read.
+    clip = maker(tmp_path, topics, now_s=T0 / S + 12, max_wait_s=10).make(alert, 0, 0)
+    assert clip.status is ClipStatus.WRITTEN
+    assert clip.reason is not None and "before the post-roll's end" in clip.reason
+    assert topics.idle_polls == 2  # the video read's one, and the snapshot's one
+
+
+def test_make_when_no_packets_and_the_video_aged_out_then_video_aged_out(tmp_path: Path) -> None:
+    alert = alert_at(T0)
+    topics = StubTopics([], earliest_ms=(T0 + 3000 * S) // 1000)
+    clip = maker(tmp_path, topics, now_s=T0 / S + 7200).make(alert, 0, 0)
+    assert clip.status is ClipStatus.VIDEO_AGED_OUT
+    assert clip.uri is None and clip.reason and "keeps 3600 s" in clip.reason
+    assert list(tmp_path.iterdir()) == []
