@@ -18,7 +18,8 @@ $(BIN)/framebus: pyproject.toml
 install: $(BIN)/framebus
 
 ## What the suite needs beyond Python: Java and Maven (Kafka), GStreamer's RTSP server (Debian
-## packages, installed when root, else the exact command is printed) and helm (built from Go).
+## packages, installed when root, else the exact command is printed), helm and versitygw (an
+## S3-compatible server for the clips tests), both built from Go.
 test-deps:
 	bash scripts/install-test-deps.sh
 

@@ -5,6 +5,8 @@
 #    (GStreamer's RTSP server for the RTSP tests). Installed when run as root; otherwise this
 #    stops with the exact command to run.
 #  - helm, built from its Go module by scripts/install-helm.sh (for tests/deploy).
+#  - versitygw, an S3-compatible server built from its Go module by scripts/install-s3-server.sh
+#    (the clips tests' object store).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -40,3 +42,4 @@ if [[ ${#need[@]} -gt 0 ]]; then
 fi
 
 bash "${repo_root}/scripts/install-helm.sh" >/dev/null
+bash "${repo_root}/scripts/install-s3-server.sh" >/dev/null
