@@ -21,7 +21,7 @@ This file is generated: `framebus config-docs > docs/configuration.md` (a test c
 def configuration_reference() -> str:
     """The whole reference as Markdown."""
     from framebus_alerts.settings import AlertsSettings
-    from framebus_clips.settings import ClipsSettings
+    from framebus_clips.settings import ClipsSettings, S3Settings
     from framebus_decoder.settings import DecoderSettings
     from framebus_inferencer.settings import InferencerSettings
     from framebus_live.settings import LiveSettings
@@ -50,6 +50,8 @@ def configuration_reference() -> str:
     ]
     for name, cls in service_only.items():
         parts.append(reference_markdown(f"`framebus {name}`", cls, skip_nested=True))
+        if cls is ClipsSettings:
+            parts.append(reference_markdown("`framebus clips`: an s3:// clips_target", S3Settings))
     parts.append(
         "## `framebus kafka start|stop|status|wipe`\n\n"
         "| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n"

@@ -11,23 +11,21 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from framebus.codec import FrameCodec, VideoPacketCodec
 from framebus.errors import CodecError
 from framebus.messages import Alert, Clip, ClipStatus, Frame, VideoPacket
 from framebus_clips.reading import CameraRecords, Idle
-from framebus_clips.remux import ClipWriteError, write_atomically, write_mp4
+from framebus_clips.remux import ClipWriteError, write_mp4
 from framebus_clips.settings import ClipsSettings
 from framebus_clips.snapshot import pick_frame, snapshot_jpeg
 from framebus_clips.stats import ClipsStats
+from framebus_clips.store import JPEG_TYPE, MP4_TYPE, ClipStore, DirectoryStore, object_key
 from framebus_clips.window import (
     ClipWindow,
     NoClip,
     Selection,
-    clip_name,
     missing_video,
-    safe_name,
     select_packets,
 )
 
@@ -44,7 +42,11 @@ def _us(seconds: float) -> int:
 
 
 class ClipMaker:
-    """Makes the clip of one alert at a time."""
+    """Makes the clip of one alert at a time.
+
+    ClipStoreError (the store refused an object after its retries) is raised, never turned
+    into a record: the alert is then not committed, and the restarted service retries it.
+    """
 
     def __init__(
         self,
@@ -52,9 +54,11 @@ class ClipMaker:
         reader: CameraRecords,
         stats: ClipsStats,
         clock: Callable[[], float] = time.time,
+        store: ClipStore | None = None,
     ) -> None:
         self.settings = settings
         self._reader = reader
+        self._store = store or DirectoryStore(settings.clips_dir)
         self._stats = stats
         self._clock = clock
         self._video = VideoPacketCodec()
@@ -64,15 +68,14 @@ class ClipMaker:
         """The alert's clip record, its files written (or why there are none)."""
         s = self.settings
         window = ClipWindow(alert.capture_ts_us, _us(s.pre_roll_s), _us(s.post_roll_s))
-        stem = s.clips_dir / safe_name(alert.camera_id) / clip_name(alert)
         packets, absent = self._read_video(alert.camera_id, window)
         chosen = absent or select_packets(packets, window)
         clip = Clip(
             alert.rule, alert.camera_id, alert.seq, alert.capture_ts_us, alert.track_id,
             partition, offset, ClipStatus.WRITTEN,
         )  # fmt: skip
-        clip = self._write_clip(clip, packets, chosen, stem.with_suffix(".mp4"))
-        snapshot_uri, note = self._write_snapshot(alert, stem.with_suffix(".jpg"))
+        clip = self._write_clip(clip, packets, chosen, object_key(alert, ".mp4"))
+        snapshot_uri, note = self._write_snapshot(alert, object_key(alert, ".jpg"))
         notes = [n for n in (clip.reason, note) if n]
         return dataclasses.replace(
             clip,
@@ -82,11 +85,12 @@ class ClipMaker:
         )
 
     def _write_clip(
-        self, clip: Clip, packets: list[VideoPacket], chosen: Selection | NoClip, path: Path
+        self, clip: Clip, packets: list[VideoPacket], chosen: Selection | NoClip, key: str
     ) -> Clip:
         if isinstance(chosen, NoClip):
             return dataclasses.replace(clip, status=chosen.status, reason=chosen.reason)
         picked = [packets[i] for i in chosen.indices]
+        path = self._store.staging_path(key)
         try:
             size = write_mp4(picked, path)
         except ClipWriteError as exc:
@@ -97,7 +101,7 @@ class ClipMaker:
         return dataclasses.replace(
             clip,
             reason=chosen.reason,
-            uri=path.resolve().as_uri(),
+            uri=self._store.put_file(key, path, MP4_TYPE),
             start_ts_us=start,
             end_ts_us=end,
             duration_s=(end - start) / US_PER_S,
@@ -145,21 +149,22 @@ class ClipMaker:
             log.error("skipping an undecodable video packet: %s", exc)
             return None
 
-    def _write_snapshot(self, alert: Alert, path: Path) -> tuple[str | None, str | None]:
+    def _write_snapshot(self, alert: Alert, key: str) -> tuple[str | None, str | None]:
         """(URI of the JPEG, None), or (None, why there is none)."""
         frame = self._find_frame(alert)
         if frame is None:
             self._stats.snapshots["missing"] += 1
             return None, "no snapshot: the alert's frame is not on the frames topic"
         try:
-            write_atomically(path, snapshot_jpeg(frame, alert.boxes, self.settings.jpeg_quality))
+            jpeg = snapshot_jpeg(frame, alert.boxes, self.settings.jpeg_quality)
+            uri = self._store.put_bytes(key, jpeg, JPEG_TYPE)
         except (CodecError, OSError) as exc:
             self._stats.snapshots["missing"] += 1
             self._stats.errors["write"] += 1
             log.error("snapshot of %s#%d not written: %s", alert.camera_id, alert.seq, exc)
             return None, f"no snapshot: {exc}"
         self._stats.snapshots["written"] += 1
-        return path.resolve().as_uri(), None
+        return uri, None
 
     def _find_frame(self, alert: Alert) -> Frame | None:
         """The alert's frame, or the last full frame before it (a still frame has no pixels)."""

@@ -29,6 +29,7 @@ from framebus_clips.maker import ClipMaker
 from framebus_clips.reading import CameraReader
 from framebus_clips.settings import ClipsSettings
 from framebus_clips.stats import ClipsStats
+from framebus_clips.store import ClipStore, open_store, parse_target
 from framebus_clips.telemetry import clips_telemetry
 
 log = logging.getLogger(__name__)
@@ -92,11 +93,21 @@ def run(
     stop = stop or threading.Event()
     tracing.setup_tracing("framebus-clips", os.environ)
     _ensure_topics(settings)
+    store = open_store(settings)
+    try:
+        store.check()  # a wrong bucket, endpoint or key stops the service here, not per alert
+        return _serve(settings, store, stop, tracer)
+    finally:
+        store.close()
+
+
+def _serve(
+    settings: ClipsSettings, store: ClipStore, stop: threading.Event, tracer: trace.Tracer | None
+) -> int:
     stats = ClipsStats()
     reader = CameraReader(settings.kafka)
-    processor = ClipProcessor(
-        ClipMaker(settings, reader, stats), settings.topics.clips_topic, tracer
-    )
+    maker = ClipMaker(settings, reader, stats, store=store)
+    processor = ClipProcessor(maker, settings.topics.clips_topic, tracer)
 
     def committed(outputs: Sequence[Output]) -> None:
         for out in outputs:
@@ -125,7 +136,8 @@ def run(
     )
     runner = telemetry.runner(settings.kafka, config, processor, committed)
     log.info(
-        "clips service started", extra={"alerts": alerts_topic, "dir": str(settings.clips_dir)}
+        "clips service started",
+        extra={"alerts": alerts_topic, "target": str(parse_target(settings))},
     )
     try:
         with telemetry.running():

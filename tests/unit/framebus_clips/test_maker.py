@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import av
+import pytest
 
 from framebus.codec import VideoPacketCodec
 from framebus.messages import Alert, ClipStatus, VideoPacket, ZoneAnchor
@@ -15,6 +16,7 @@ from framebus_clips.maker import ClipMaker
 from framebus_clips.reading import IDLE, Idle
 from framebus_clips.settings import ClipsSettings
 from framebus_clips.stats import ClipsStats
+from framebus_clips.store import ClipStoreError, DirectoryStore
 from tests.conftest import GopVideo
 
 S = 1_000_000
@@ -93,3 +95,23 @@ def test_make_when_no_packets_and_the_video_aged_out_then_video_aged_out(tmp_pat
     assert clip.status is ClipStatus.VIDEO_AGED_OUT
     assert clip.uri is None and clip.reason and "keeps 3600 s" in clip.reason
     assert list(tmp_path.iterdir()) == []
+
+
+class RefusingStore(DirectoryStore):
+    """A folder store whose uploads fail, as an unreachable object store's do."""
+
+    def put_file(self, key: str, path: Path, content_type: str) -> str:
+        raise ClipStoreError(f"cannot upload {key}: connection refused")
+
+
+def test_make_when_the_store_refuses_the_clip_then_raises_and_publishes_no_record(
+    gop_video: GopVideo, tmp_path: Path
+) -> None:
+    packets = list(demux_file(gop_video.path, "cam-1", T0))
+    settings = ClipsSettings(pre_roll_s=0.4, post_roll_s=0.4)
+    maker = ClipMaker(
+        settings, StubTopics(packets), ClipsStats(), clock=lambda: T0 / S + 60,
+        store=RefusingStore(tmp_path),
+    )  # fmt: skip
+    with pytest.raises(ClipStoreError, match="connection refused"):
+        maker.make(alert_at(T0 + S), 0, 1)
