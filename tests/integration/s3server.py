@@ -13,14 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import boto3
 import botocore.config
 import botocore.exceptions
 import pytest
-from types_boto3_s3.client import S3Client
 
 from framebus_tools.process import free_port
+
+if TYPE_CHECKING:  # stubs only (types-boto3[s3], the dev extra)
+    from types_boto3_s3.client import S3Client
 
 REPO = Path(__file__).resolve().parents[2]
 ACCESS_KEY, SECRET_KEY = "framebus-test", "framebus-test-secret"

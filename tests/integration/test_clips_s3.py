@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from types_boto3_s3.client import S3Client
 
 from framebus.codec import AlertCodec
 from framebus.kafka.settings import KafkaSettings
@@ -23,6 +23,9 @@ from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.integration.s3server import S3Server, running_s3_server
 from tests.reliability.harness import wait_for
+
+if TYPE_CHECKING:  # stubs only (types-boto3[s3], the dev extra)
+    from types_boto3_s3.client import S3Client
 
 pytestmark = [pytest.mark.integration]
 
