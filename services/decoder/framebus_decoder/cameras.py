@@ -23,6 +23,7 @@ _KNOWN_KEYS = {
     "realtime",
     "options",
     "motion",
+    "video",
 }
 _MOTION_KEYS = {"enabled", "threshold", "min_area", "still_refresh_s", "lighting_fraction", "mask"}
 
@@ -43,6 +44,7 @@ class Camera:
     # spreads the cameras it starts (see sampler.spread_phase).
     sample_phase: float | None = None
     motion: MotionConfig | None = None  # None: no motion gate, every sampled frame in full
+    video: bool = False  # publish every compressed packet to the video topic (clips)
 
     @property
     def is_file(self) -> bool:
@@ -86,6 +88,7 @@ def load_cameras(settings: DecoderSettings) -> list[Camera]:
                 settings.loop,
                 settings.realtime,
                 motion=_motion(settings.camera_id, None, settings),
+                video=settings.video_enabled,
             )
         ]
     raise ConfigError(
@@ -152,7 +155,18 @@ def _camera(n: int, item: Any, defaults: DecoderSettings) -> Camera:
         options=tuple(sorted((str(k), str(v)) for k, v in options.items())),
         sample_phase=phase,
         motion=_motion(str(item["id"]), item.get("motion"), defaults),
+        video=_video(item, defaults),
     )
+
+
+def _video(item: dict[str, Any], defaults: DecoderSettings) -> bool:
+    """The camera's `video` flag over FRAMEBUS_VIDEO_ENABLED: whether its packets are published."""
+    video = item.get("video", defaults.video_enabled)
+    if not isinstance(video, bool):
+        raise ConfigError(
+            f"camera file: video of {item['id']} must be true or false, got {video!r}"
+        )
+    return video
 
 
 def _sample_phase(item: dict[str, Any]) -> float | None:

@@ -29,6 +29,23 @@ from framebus_decoder.stats import DecoderStats
 from framebus_decoder.wire import FrameEncoder
 
 log = logging.getLogger(__name__)
+PRODUCE_BLOCK_S = 0.5  # one wait for room in librdkafka's queue; abort is checked between
+
+
+def produce_with_room(
+    producer: Producer, abort: threading.Event, topic: str, value: bytes, **kwargs: Any
+) -> bool:
+    """Produce, waiting for room in librdkafka's queue until `abort` is set; False if it was.
+
+    While librdkafka's queue is full, the pending queues in front fill and their policies act.
+    """
+    while True:
+        try:
+            producer.produce(topic, value, block_s=PRODUCE_BLOCK_S, **kwargs)
+            return True
+        except ProducerQueueFullError:
+            if abort.is_set():
+                return False
 
 
 @dataclass(frozen=True)
@@ -172,28 +189,25 @@ class FramePublisher:
 
     def _produce(self, cid: str, value: bytes, headers: list[tuple[str, bytes]] | None) -> None:
         seq = self._next_seq.get(cid, 0)
-        while True:
-            try:
-                self._producer.produce(
-                    self._topic,
-                    value,
-                    key=cid,
-                    headers=headers,
-                    on_delivery=self._on_delivery(cid),
-                    block_s=0.5,
-                )
-                break
-            except ProducerQueueFullError:
-                # librdkafka's queue is full: the pending queues fill and the policies act.
-                if self._abort.is_set():
-                    self._stats.drop(cid, "shutdown")
-                    return
-            except KafkaError as exc:
-                self.errors += 1
-                self._stats.error(cid, "produce_failed", str(exc))
-                self._stats.drop(cid, "produce_failed")
-                log.error("cannot produce frame: %s", exc, extra={"camera_id": cid})
-                return
+        try:
+            sent = produce_with_room(
+                self._producer,
+                self._abort,
+                self._topic,
+                value,
+                key=cid,
+                headers=headers,
+                on_delivery=self._on_delivery(cid),
+            )
+        except KafkaError as exc:
+            self.errors += 1
+            self._stats.error(cid, "produce_failed", str(exc))
+            self._stats.drop(cid, "produce_failed")
+            log.error("cannot produce frame: %s", exc, extra={"camera_id": cid})
+            return
+        if not sent:
+            self._stats.drop(cid, "shutdown")
+            return
         self._next_seq[cid] = seq + 1
         self._stats.incr(cid, "published")
 

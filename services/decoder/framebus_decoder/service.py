@@ -24,6 +24,7 @@ from framebus_decoder.settings import DecoderSettings
 from framebus_decoder.source import SourceOptions
 from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_decoder.telemetry import decoder_telemetry
+from framebus_decoder.videopublisher import VideoPublisher
 from framebus_decoder.worker import CameraWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,16 @@ def producer_overrides(settings: DecoderSettings) -> dict[str, object]:
     }
 
 
+def video_producer_overrides(settings: DecoderSettings) -> dict[str, object]:
+    """Settings of librdkafka for the video packets: small records, batched by a short linger."""
+    return {
+        "linger.ms": settings.video_linger_ms,
+        "queue.buffering.max.kbytes": settings.video_queue_kbytes,
+        # Packets are compressed video already: Kafka's compression would find nothing to save.
+        "compression.type": "none",
+    }
+
+
 class CameraFileWatcher:
     """Re-reads the cameras file when its modification time or size changes."""
 
@@ -104,6 +115,7 @@ class DecoderService:
         producer: Producer,
         stop: threading.Event,
         stats: DecoderStats,
+        video_producer: Producer | None = None,
     ) -> None:
         self.settings = settings
         self.stats = stats
@@ -111,6 +123,13 @@ class DecoderService:
         self._config = worker_config(settings)
         self.publisher = FramePublisher(
             producer, settings.topics.frames_topic, stats, settings.max_pending_frames
+        )
+        # Its producer connects on the first packet: nothing is opened while no camera has video.
+        self.video = VideoPublisher(
+            video_producer or Producer(settings.kafka, video_producer_overrides(settings)),
+            settings.topics.video_topic,
+            stats,
+            settings.video_max_pending_packets,
         )
         self.workers: dict[str, CameraWorker] = {}
         self.config_errors = 0
@@ -140,7 +159,13 @@ class DecoderService:
             phase = spread_phase(self._started)
         self._started += 1
         worker = CameraWorker(
-            camera, self._config, self.publisher, self.stats, self._stop, sample_phase=phase
+            camera,
+            self._config,
+            self.publisher,
+            self.stats,
+            self._stop,
+            sample_phase=phase,
+            video=self.video,
         )
         self.workers[camera.id] = worker
         self.stats.set_state(camera.id, CameraState.STARTING)
@@ -201,6 +226,7 @@ def log_summary(stats: DecoderStats) -> None:
                 **snap.counters,
                 **{f"dropped_{k}": v for k, v in snap.dropped.items()},
                 **{f"error_{k}": v for k, v in snap.errors.items()},
+                **{f"video_{k}": v for k, v in snap.video.items()},
             },
         )
 
@@ -212,7 +238,8 @@ def run(
 ) -> int:
     """Run the cameras until they all end (or `stop` is set); return a process exit code.
 
-    Exit code 1 when a camera failed for good or a frame was not delivered, else 0.
+    Exit code 1 when a camera failed for good or a frame was not delivered, else 0. A video
+    packet not delivered is counted and logged only: the video topic serves clips, best effort.
     """
     stop = stop or threading.Event()
     stats = stats or DecoderStats()
@@ -231,6 +258,7 @@ def run(
         )
     log.info("producer ready", extra={"wait_s": round(time.monotonic() - waited, 3)})
     service.publisher.start()
+    service.video.start()
     service.apply(cameras)
     watcher = CameraFileWatcher(settings.cameras_file) if settings.cameras_file else None
     next_check = next_summary = time.monotonic()
@@ -254,7 +282,10 @@ def run(
         finally:
             telemetry.health.retire("supervisor")  # the drain below has its own bound
             service.shutdown()
+            # Frames first: they are what the pipeline waits for; the video gets what is left.
+            drain_end = time.monotonic() + settings.drain_timeout_s
             undelivered = service.publisher.close(settings.drain_timeout_s)
+            video_undelivered = service.video.close(max(0.0, drain_end - time.monotonic()))
     log_summary(stats)
     snaps = stats.snapshot().values()
     failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]
@@ -266,6 +297,7 @@ def run(
             "delivered": stats.total("delivered"),
             "delivery_failed": failed,
             "undelivered_at_close": undelivered,
+            "video_undelivered_at_close": video_undelivered,
             "failed_cameras": ",".join(failed_cameras),
         },
     )

@@ -158,6 +158,25 @@ class DecoderSettings:
         "More of the picture than this fraction changing at once is a lighting change: the "
         "gate's background is reset and the frame sent in full, not counted as motion.",
     )
+    video_enabled: bool = setting(
+        False,
+        "Default of each camera's `video`: publish every compressed packet to the video topic "
+        "for `framebus clips`; off by default, as it costs the cameras' whole bitrate in broker "
+        "disk and network (docs/decoder.md).",
+    )
+    video_max_pending_packets: int = setting(
+        1000,
+        "Video packets (all cameras) waiting for the video producer; when full the oldest is "
+        "dropped and counted, so a slow broker never holds up decoding.",
+    )
+    video_linger_ms: int = setting(
+        20,
+        "The video producer's linger.ms: packets are small and many, so a short wait lets one "
+        "request carry many of them.",
+    )
+    video_queue_kbytes: int = setting(
+        32 * 1024, "The video producer's local queue in KiB (its own, apart from the frames')."
+    )
     http_port: int = http_port_setting()
     log_level: str = log_level_setting()
 
@@ -181,6 +200,9 @@ class DecoderSettings:
         check(self.max_pending_frames >= 1, "max_pending_frames", "must be >= 1")
         check(self.producer_linger_ms >= 0, "producer_linger_ms", "must be >= 0")
         check(self.producer_queue_kbytes >= 1024, "producer_queue_kbytes", "must be >= 1024")
+        check(self.video_max_pending_packets >= 1, "video_max_pending_packets", "must be >= 1")
+        check(self.video_linger_ms >= 0, "video_linger_ms", "must be >= 0")
+        check(self.video_queue_kbytes >= 1024, "video_queue_kbytes", "must be >= 1024")
         check(self.drain_timeout_s >= 0, "drain_timeout_s", "must be >= 0")
         check(0 < self.motion_threshold < 255, "motion_threshold", "must be between 0 and 255")
         check(0 < self.motion_min_area <= 1, "motion_min_area", "must be in (0, 1]")

@@ -44,6 +44,8 @@ ENDED = "ended"
 AVCOL_SPC_BT709 = 1
 AVCOL_RANGE_MPEG = 1
 AVCOL_RANGE_JPEG = 2
+# Called with (packet, stream, pts_s + offset or None) for every packet before it is decoded.
+PacketHandler = Callable[[Any, Any, float | None], None]
 
 
 class SourceFailure(SourceError):
@@ -183,11 +185,18 @@ class VideoSource:
             stream.thread_count = options.threads
         return stream
 
-    def frames(self, pts_offset_s: float = 0.0) -> Iterator[tuple[Any, float, float]]:
-        """Yield (frame, pts_s + offset, monotonic receive time) until the source ends."""
+    def frames(
+        self, pts_offset_s: float = 0.0, tap: PacketHandler | None = None
+    ) -> Iterator[tuple[Any, float, float]]:
+        """Yield (frame, pts_s + offset, monotonic receive time) until the source ends.
+
+        `tap` sees every packet before it is decoded, with its pts + offset (the video topic).
+        """
         pts: float | None = None
         try:
             for packet in self._container.demux(self._stream):
+                if tap is not None and packet.size:  # an empty packet only flushes the decoder
+                    tap(packet, self._stream, self._packet_pts_s(packet, pts_offset_s))
                 for frame in packet.decode():
                     if frame.pts is not None and self._time_base:
                         pts = frame.pts * self._time_base
@@ -199,6 +208,13 @@ class VideoSource:
             raise SourceFailure(STALL, f"{self.camera.url}: no data: {exc}") from exc
         except av.error.FFmpegError as exc:
             raise SourceFailure(DECODE_ERROR, f"{self.camera.url}: {exc}") from exc
+
+    def _packet_pts_s(self, packet: Any, offset_s: float) -> float | None:
+        """The packet's pts in seconds (dts when it has none), as a frame's; None when unknown."""
+        when = packet.pts if packet.pts is not None else packet.dts
+        if when is None or not self._time_base:
+            return None
+        return float(when * self._time_base + offset_s)
 
     @property
     def duration_s(self) -> float:

@@ -29,6 +29,15 @@ COUNTERS = (
     "delivery_failed",
     "reconnects",
 )
+# What became of a camera's video packets (docs/decoder.md, "The video topic"): queued for the
+# producer (published), acknowledged by the broker (delivered), not (delivery_failed), dropped
+# before the producer because it lagged (dropped_backpressure) or at shutdown (dropped_shutdown).
+PUBLISHED = "published"
+DELIVERED = "delivered"
+DELIVERY_FAILED = "delivery_failed"
+DROPPED_BACKPRESSURE = "dropped_backpressure"
+DROPPED_SHUTDOWN = "dropped_shutdown"
+VIDEO_OUTCOMES = (PUBLISHED, DELIVERED, DELIVERY_FAILED, DROPPED_BACKPRESSURE, DROPPED_SHUTDOWN)
 
 
 @dataclass
@@ -47,6 +56,8 @@ class CameraStats:
     gated: Counter[str] = field(default_factory=Counter)  # motion gate decisions, by reason
     motion_fraction: float | None = None  # changed fraction of the last gated frame
     motion_cpu_s: float = 0.0
+    video: Counter[str] = field(default_factory=Counter)  # video packets by outcome
+    video_bytes: int = 0  # bytes of the video packets queued for the producer
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,8 @@ class CameraSnapshot:
     gated: dict[str, int] = field(default_factory=dict)  # "still" or a full frame's reason
     motion_fraction: float | None = None
     motion_cpu_s: float = 0.0
+    video: dict[str, int] = field(default_factory=dict)  # video packets by outcome
+    video_bytes: int = 0
 
     def count(self, name: str) -> int:
         """One counter (`decoded`, `published`, ...), 0 when never counted."""
@@ -125,6 +138,13 @@ class DecoderStats:
             cam.motion_fraction = fraction
             cam.motion_cpu_s += cpu_s
 
+    def video(self, camera_id: str, outcome: str, n: int = 1, nbytes: int = 0) -> None:
+        """Count `n` video packets by outcome (VIDEO_OUTCOMES), and bytes published."""
+        with self._lock:
+            cam = self._cam(camera_id)
+            cam.video[outcome] += n
+            cam.video_bytes += nbytes
+
     def set_state(self, camera_id: str, state: CameraState, reason: str = "") -> None:
         """Record the camera's current state (and why, for RECONNECTING and FAILED)."""
         with self._lock:
@@ -157,6 +177,8 @@ class DecoderStats:
                     gated=dict(cam.gated),
                     motion_fraction=cam.motion_fraction,
                     motion_cpu_s=cam.motion_cpu_s,
+                    video=dict(cam.video),
+                    video_bytes=cam.video_bytes,
                 )
                 for cid, cam in self._cameras.items()
             }

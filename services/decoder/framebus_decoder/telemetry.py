@@ -77,6 +77,7 @@ class DecoderCollector(Collector):
             {(cid, snap.device): 1 for cid, snap in snaps.items() if snap.device},
         )
         yield from motion_families(snaps)
+        yield from video_families(snaps)
         yield gauges(
             f"{p}_last_frame_age_seconds",
             "Seconds since the camera's last decoded frame.",
@@ -121,6 +122,24 @@ def motion_families(snaps: dict[str, CameraSnapshot]) -> Iterator[Any]:
         "CPU time the motion gate spent, per camera (divide by its frames for the cost a frame).",
         ["camera"],
         {cid: snap.motion_cpu_s for cid, snap in snaps.items() if snap.gated},
+    )
+
+
+def video_families(snaps: dict[str, CameraSnapshot]) -> Iterator[Any]:
+    """The video topic's metrics, for cameras that publish video (docs/decoder.md)."""
+    p = "framebus_decoder"
+    yield counters(
+        f"{p}_video_packets",
+        "Compressed video packets per camera, by outcome: published (queued for the producer), "
+        "delivered, delivery_failed, dropped_backpressure, dropped_shutdown.",
+        ["camera", "outcome"],
+        {(cid, o): n for cid, snap in snaps.items() for o, n in snap.video.items()},
+    )
+    yield counters(
+        f"{p}_video_bytes",
+        "Bytes of the video records published per camera (their Avro values).",
+        ["camera"],
+        {cid: snap.video_bytes for cid, snap in snaps.items() if snap.video},
     )
 
 

@@ -57,6 +57,11 @@ class RealtimePacer:
             return 0.0
         return max(0.0, wait)
 
+    def anchor(self, pts_s: float, now_s: float) -> None:
+        """Start the clock at `pts_s` unless it runs: a packet is demuxed before its frame."""
+        if self._origin is None:
+            self._restart(pts_s, now_s)
+
     def scheduled_us(self, pts_s: float) -> int:
         """The UTC time (µs) the frame at `pts_s` is due: a played file's capture time.
 

@@ -29,6 +29,8 @@ from framebus_decoder.source import (
 )
 from framebus_decoder.stats import CameraState, DecoderStats
 from framebus_decoder.timing import Backoff, RealtimePacer, StallWatch
+from framebus_decoder.videopublisher import VideoPublisher
+from framebus_decoder.videotap import PacketTap
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +69,10 @@ class CameraWorker:
         stats: DecoderStats,
         stop: threading.Event,
         sample_phase: float = 0.0,
+        video: VideoPublisher | None = None,
     ) -> None:
         self.camera = camera
+        self._video = video if camera.video else None
         self.sample_phase = sample_phase
         self._cfg = config
         self._publisher = publisher
@@ -157,7 +161,9 @@ class CameraWorker:
             self._report_device(source)
             self._stats.set_state(cam.id, CameraState.STREAMING)
             watch = StallWatch(self._cfg.stall_timeout_s, time.monotonic())
-            for frame, pts_s, received in source.frames(offset):
+            # A new stream (open, reconnect, file loop) is a new video segment.
+            tap = None if self._video is None else PacketTap(cam.id, self._video.submit, pacer)
+            for frame, pts_s, received in source.frames(offset, tap):
                 if self.stopping():
                     return offset
                 if watch.stalled(received):

@@ -131,3 +131,16 @@ def test_decoder_settings_when_motion_default_out_of_range_then_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match=f"FRAMEBUS_{field.upper()}"):
         DecoderSettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_parse_cameras_when_video_given_then_per_camera_over_the_global_default() -> None:
+    doc = [{"id": "a", "url": "u", "video": False}, {"id": "b", "url": "u"}]
+    a, b = parse_cameras(doc, DecoderSettings(video_enabled=True))
+    assert (a.video, b.video) == (False, True)
+    (c,) = parse_cameras([{"id": "c", "url": "u", "video": True}], DEFAULTS)
+    assert c.video
+
+
+def test_parse_cameras_when_video_not_a_boolean_then_clear_error() -> None:
+    with pytest.raises(ConfigError, match="video of a must be true or false"):
+        parse_cameras([{"id": "a", "url": "u", "video": "yes"}], DEFAULTS)
