@@ -8,9 +8,11 @@ from pathlib import Path
 import av
 import pytest
 
+from framebus.messages import VideoPacket
 from framebus.videopackets import demux_file
 from framebus_clips.remux import ClipWriteError, write_atomically, write_mp4
 from tests.conftest import GopVideo
+from tests.h264 import length_prefixed
 
 
 def test_write_mp4_when_packets_from_a_keyframe_then_same_bytes_size_and_rate(
@@ -28,6 +30,34 @@ def test_write_mp4_when_packets_from_a_keyframe_then_same_bytes_size_and_rate(
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == len(packets)
     assert list(out.parent.iterdir()) == [out]  # the temporary file is renamed, not left
+
+
+def annexb_packets(path: Path) -> list[VideoPacket]:
+    """The file's packets as an RTSP camera sends them: Annex-B, SPS/PPS in band, no extradata."""
+    packets = list(demux_file(path, "cam-1", 0))
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        annexb = av.bitstream.BitStreamFilterContext("h264_mp4toannexb", stream)
+        data = [bytes(out) for p in container.demux(stream) if p.size for out in annexb.filter(p)]
+    return [
+        dataclasses.replace(p, data=d, extradata=None) for p, d in zip(packets, data, strict=True)
+    ]
+
+
+def test_write_mp4_when_annexb_packets_without_extradata_then_sps_pps_from_the_keyframe(
+    gop_video: GopVideo, tmp_path: Path
+) -> None:
+    packets = annexb_packets(gop_video.path)[gop_video.gop : 2 * gop_video.gop + 3]
+    assert packets[0].data.startswith(b"\x00\x00\x00\x01")
+    out = tmp_path / "clip.mp4"
+    write_mp4(packets, out)
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert stream.codec_context.extradata  # avcC, built from the keyframe's SPS and PPS
+        got = [bytes(p) for p in container.demux(stream) if p.size]
+    assert got == [length_prefixed(p.data) for p in packets]  # only the NAL framing changed
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == len(packets)
 
 
 def test_write_mp4_when_written_again_then_replaced_in_place(
