@@ -1,4 +1,7 @@
-"""Four live RTSP cameras; one camera's server dies and comes back while the others stream on."""
+"""Four live RTSP cameras; one camera's server dies and comes back while the others stream on.
+
+The cameras publish their video too: the reconnect starts a new segment of the victim's packets.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from framebus.codec import FrameCodec
+from framebus.codec import FrameCodec, VideoPacketCodec
 from framebus.kafka.settings import KafkaSettings
-from framebus.messages import Frame
+from framebus.kafka.topics import ensure_topics
+from framebus.messages import Frame, VideoPacket
+from framebus.topology import Sizing, Topic, pipeline_specs
 from framebus_decoder import service
 from framebus_decoder.settings import DecoderSettings
-from framebus_decoder.stats import CameraState, DecoderStats
+from framebus_decoder.stats import CameraSnapshot, CameraState, DecoderStats
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.integration.rtsp import RtspCamera, needs_rtsp
@@ -54,6 +59,7 @@ def test_decoder_when_one_rtsp_server_restarts_then_it_reconnects_and_others_hav
     kafka: KafkaSettings, topics: TopicFactory, rtsp_cameras: list[RtspCamera], tmp_path: Path
 ) -> None:
     names = topics(frames_partitions=2)
+    ensure_topics(kafka, pipeline_specs(names, Sizing(replication_factor=1), (Topic.VIDEO,)))
     cams_file = tmp_path / "cameras.yaml"
     cams_file.write_text(
         yaml.safe_dump({"cameras": [{"id": c.name, "url": c.url} for c in rtsp_cameras]})
@@ -69,6 +75,7 @@ def test_decoder_when_one_rtsp_server_restarts_then_it_reconnects_and_others_hav
         open_timeout_s=3,
         reconnect_initial_s=0.3,
         reconnect_max_s=1.0,
+        video_enabled=True,
     )
     codes: list[int] = []
     runner = threading.Thread(target=lambda: codes.append(service.run(settings, stop, stats)))
@@ -108,3 +115,27 @@ def test_decoder_when_one_rtsp_server_restarts_then_it_reconnects_and_others_hav
     assert snaps[victim.name].count("reconnects") >= 1
     assert sum(snaps[victim.name].errors.values()) >= 1
     assert codes == [0]
+    segments = video_segments(kafka, names.video_topic, snaps)
+    assert len(segments[victim.name]) >= 2  # the reconnect started a new one
+    for cam in rtsp_cameras:
+        if cam is not victim:
+            assert len(segments[cam.name]) == 1, cam.name
+
+
+def video_segments(
+    kafka: KafkaSettings, topic: str, snaps: dict[str, CameraSnapshot]
+) -> dict[str, dict[str, list[int]]]:
+    """Each camera's packet_seq numbers by segment; every one numbered 0, 1, 2, ... in order."""
+    total = sum(s.video.get("delivered", 0) for s in snaps.values())
+    codec = VideoPacketCodec()
+    packets: list[VideoPacket] = [
+        codec.decode(m.value()) for m in read_topic(kafka, topic, total, timeout_s=30)
+    ]
+    assert len(packets) == total > 0
+    by_cam: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for p in packets:
+        by_cam[p.camera_id][p.segment].append(p.packet_seq)
+    for segments in by_cam.values():
+        for seqs in segments.values():
+            assert seqs == list(range(len(seqs)))
+    return by_cam
