@@ -47,6 +47,7 @@ class VideoPublisher:
             capacity, BackpressurePolicy.DROP_OLDEST, self._cond
         )
         self._closing = False
+        self._used = False
         self._abort = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="video-publisher", daemon=True)
         self._send = functools.partial(produce_with_room, producer, self._abort, topic)
@@ -74,7 +75,8 @@ class VideoPublisher:
             if packet is not None:
                 self._publish(packet)
                 continue
-            self._producer.poll(0)
+            if self._used:  # polling would create the client: none while no camera has video
+                self._producer.poll(0)
             with self._cond:
                 if self._closing and not len(self._queue):
                     return
@@ -82,6 +84,7 @@ class VideoPublisher:
     def _publish(self, packet: VideoPacket) -> None:
         cid = packet.camera_id
         value = self._codec.encode(packet)
+        self._used = True
         try:
             sent = self._send(
                 value,

@@ -1,3 +1,5 @@
+import time
+
 import confluent_kafka
 
 from framebus.codec import VideoPacketCodec
@@ -58,3 +60,13 @@ def test_video_publisher_when_produce_fails_then_counted_and_the_next_packets_go
     assert video.close(5.0) == 0
     assert [p.packet_seq for _, p, _ in produced(client)] == [0, 1, 2]  # 0 was tried, refused
     assert stats.snapshot()["a"].video == {"delivery_failed": 1, "published": 2}
+
+
+def test_video_publisher_when_no_camera_has_video_then_no_client_is_created() -> None:
+    created: list[dict[str, object]] = []
+    producer = Producer(KafkaSettings(), {"enable.idempotence": False}, factory=created.append)
+    video = VideoPublisher(producer, "video", DecoderStats(), 10)
+    video.start()
+    time.sleep(0.2)  # a few idle turns of its loop
+    assert video.close(1.0) == 0
+    assert created == []
