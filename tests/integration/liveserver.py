@@ -117,11 +117,17 @@ class Received:
         return [t for t in self.texts if t["type"] == kind]
 
 
-async def watch(url: str, seconds: float, cameras: list[str]) -> Received:
-    """Connect to /ws, subscribe to `cameras`, and record everything for `seconds`."""
+async def watch(
+    url: str, seconds: float, cameras: list[str], headers: dict[str, str] | None = None
+) -> Received:
+    """Connect to /ws (with `headers`: a session cookie), subscribe to `cameras`, and record
+    everything for `seconds`."""
     got = Received()
     last_boxes: dict[str, dict[str, Any]] = {}
-    async with aiohttp.ClientSession() as session, session.ws_connect(f"{url}/ws") as ws:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(f"{url}/ws", headers=headers) as ws,
+    ):
         await ws.send_str(json.dumps({"type": "subscribe", "cameras": cameras}))
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
