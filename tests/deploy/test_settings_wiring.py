@@ -18,6 +18,7 @@ from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings
 from framebus.topology import TopicSettings
 from framebus_alerts.settings import AlertsSettings
+from framebus_clips.settings import ClipsSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
 from framebus_live.settings import LiveSettings
@@ -31,6 +32,7 @@ SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "inferencer": (InferencerSettings,),
     "tracker": (TrackerSettings,),
     "alerts": (AlertsSettings,),
+    "clips": (ClipsSettings,),
     "live": (LiveSettings,),
     "topics": (KafkaSettings, TopicSettings),
 }
@@ -58,6 +60,7 @@ ENTRY_POINTS = {
     ("python", "-m", "framebus_tracker"): "tracker",
     ("python", "-m", "framebus_alerts"): "alerts",
     ("python", "-m", "framebus_live"): "live",
+    ("python", "-m", "framebus_clips"): "clips",
 }
 
 
