@@ -95,8 +95,8 @@ def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() ->
         argv = [*service.get("entrypoint", []), *service.get("command", [])]
         commands.append(_command_of(argv))
         _check(commands[-1], env, f"compose {name}")
-    assert len(commands) == 7
-    assert {"tracker", "alerts", "live"} <= set(commands)
+    assert len(commands) == 8
+    assert {"tracker", "alerts", "clips", "live"} <= set(commands)
 
 
 def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:
