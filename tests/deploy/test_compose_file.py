@@ -205,3 +205,31 @@ def test_topics_step_when_compose_and_chart_then_they_run_the_same_step(
     assert cfg.load(TopicSettings, process_env(chart_step)) == cfg.load(
         TopicSettings, service_env(compose_step)
     )
+
+
+def test_clips_when_stack_runs_then_it_writes_to_a_volume_live_serves_read_only(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    clips, live, alerts = services["clips"], services["live"], services["alerts"]
+    assert clips["image"] == alerts["image"] and clips["build"] == alerts["build"]
+    assert service_argv(clips) == ["python", "-m", "framebus_clips"]
+    clips_dir = service_env(clips)["FRAMEBUS_CLIPS_DIR"]
+    assert clips["volumes"] == [f"clips:{clips_dir}"]
+    # The records' file:// URIs name clips_dir: live mounts the volume at the same path.
+    assert live["volumes"] == [f"clips:{clips_dir}:ro"]
+    assert service_env(live)["FRAMEBUS_CLIPS_DIR"] == clips_dir
+    assert "clips" in compose["volumes"]
+    assert clips["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    assert "healthcheck" in clips and clips["read_only"] is True
+
+
+def test_live_when_stack_runs_then_it_asks_the_password_of_its_config(
+    compose: dict[str, Any],
+) -> None:
+    live = compose["services"]["live"]
+    env = service_env(live)
+    assert env["FRAMEBUS_AUTH"] == "password"
+    (config,) = live["configs"]
+    assert config == {"source": "live-password", "target": env["FRAMEBUS_PASSWORD_FILE"]}
+    assert "FRAMEBUS_LIVE_PASSWORD" in compose["configs"]["live-password"]["content"]

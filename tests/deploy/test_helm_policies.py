@@ -422,8 +422,8 @@ def test_service_monitor_when_enabled_then_it_selects_each_service_by_its_http_p
     monitors = result.of_kind("ServiceMonitor")
     scraped = {m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors}
     assert len(monitors) == len(scraped)
-    # live and alerts are enabled in gpu-keda
-    assert scraped == {"decoder", "inferencer", "tracker", "alerts", "live"}
+    # live, alerts and clips are enabled in gpu-keda
+    assert scraped == {"decoder", "inferencer", "tracker", "alerts", "clips", "live"}
     for monitor in monitors:
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -503,7 +503,7 @@ def test_engine_cache_when_pvc_then_claim_is_kept_and_mounted_where_the_app_look
     rendered: dict[str, Rendered],
 ) -> None:
     result = rendered["gpu-keda"]
-    (claim,) = result.of_kind("PersistentVolumeClaim")
+    (claim,) = result.of_component("PersistentVolumeClaim", "inferencer")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     pod = result.deployment("inferencer")["spec"]["template"]["spec"]

@@ -18,6 +18,7 @@ from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings
 from framebus.topology import TopicSettings
 from framebus_alerts.settings import AlertsSettings
+from framebus_clips.settings import ClipsSettings
 from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
 from framebus_live.settings import LiveSettings
@@ -31,6 +32,7 @@ SETTINGS: dict[str, tuple[type[Any], ...]] = {
     "inferencer": (InferencerSettings,),
     "tracker": (TrackerSettings,),
     "alerts": (AlertsSettings,),
+    "clips": (ClipsSettings,),
     "live": (LiveSettings,),
     "topics": (KafkaSettings, TopicSettings),
 }
@@ -58,6 +60,7 @@ ENTRY_POINTS = {
     ("python", "-m", "framebus_tracker"): "tracker",
     ("python", "-m", "framebus_alerts"): "alerts",
     ("python", "-m", "framebus_live"): "live",
+    ("python", "-m", "framebus_clips"): "clips",
 }
 
 
@@ -92,8 +95,8 @@ def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() ->
         argv = [*service.get("entrypoint", []), *service.get("command", [])]
         commands.append(_command_of(argv))
         _check(commands[-1], env, f"compose {name}")
-    assert len(commands) == 7
-    assert {"tracker", "alerts", "live"} <= set(commands)
+    assert len(commands) == 8
+    assert {"tracker", "alerts", "clips", "live"} <= set(commands)
 
 
 def test_images_when_built_then_their_default_env_is_a_real_setting() -> None:

@@ -22,9 +22,9 @@ from tests.reliability.harness import Service, get_json, metric, scrape, service
 
 
 def live_topics(kafka: KafkaSettings, names: TopicSettings, partitions: int = 1) -> LiveTopics:
-    """The test's frames, detections, tracks and alerts topics (the last two created here)."""
+    """The test's frames, detections, tracks and alerts topics (tracks, alerts, clips created here)."""
     sizing = Sizing(detections_partitions=partitions, alerts_partitions=1, replication_factor=1)
-    ensure_topics(kafka, pipeline_specs(names, sizing, (Topic.TRACKS, Topic.ALERTS)))
+    ensure_topics(kafka, pipeline_specs(names, sizing, (Topic.TRACKS, Topic.ALERTS, Topic.CLIPS)))
     return LiveTopics(
         names.frames_topic, names.detections_topic, names.tracks_topic, names.alerts_topic
     )
@@ -58,21 +58,24 @@ class LiveProcess:
 def start_live(
     kafka: KafkaSettings, names: TopicSettings, topics: LiveTopics, log: Path, **extra: object
 ) -> LiveProcess:
-    """Start `framebus live` on the test's topics; return once all three consumers joined."""
+    """Start `framebus live` on the test's topics; return once its consumers joined.
+
+    Without a login (auth=off, on 127.0.0.1) unless `extra` says otherwise.
+    """
     port = free_port()
     env = service_env(
-        kafka,
-        names,
-        http_port=port,
-        http_host="127.0.0.1",
-        **extra,
+        kafka, names, http_port=port, http_host="127.0.0.1", **{"auth": "off", **extra}
     )
     live = LiveProcess(Service("live", env, log), port)
 
     def ready() -> bool:
         assert live.service.alive(), live.service.text()[-3000:]
         status, body = get_json(f"{live.url}/readyz")
-        return status == 200 and body.get("alerts_consumer_assigned") is True
+        return (
+            status == 200
+            and body.get("alerts_consumer_assigned") is True
+            and body.get("clips_consumer_assigned") is True
+        )
 
     try:
         wait_for(ready, 60, "framebus live ready")
@@ -114,11 +117,17 @@ class Received:
         return [t for t in self.texts if t["type"] == kind]
 
 
-async def watch(url: str, seconds: float, cameras: list[str]) -> Received:
-    """Connect to /ws, subscribe to `cameras`, and record everything for `seconds`."""
+async def watch(
+    url: str, seconds: float, cameras: list[str], headers: dict[str, str] | None = None
+) -> Received:
+    """Connect to /ws (with `headers`: a session cookie), subscribe to `cameras`, and record
+    everything for `seconds`."""
     got = Received()
     last_boxes: dict[str, dict[str, Any]] = {}
-    async with aiohttp.ClientSession() as session, session.ws_connect(f"{url}/ws") as ws:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(f"{url}/ws", headers=headers) as ws,
+    ):
         await ws.send_str(json.dumps({"type": "subscribe", "cameras": cameras}))
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:

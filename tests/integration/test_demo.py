@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,7 @@ def _settings(kafka: KafkaSettings, topics: TopicFactory, out: Path, **more: Any
         start_kafka=False,
         timeout_s=120.0,
         live_port=0,  # any free port: the suite may run beside a demo on 8090
+        exit_after_summary=True,
         **more,
     )
 
@@ -70,6 +77,11 @@ def test_demo_when_generated_scene_then_tracks_shown_and_dwell_and_line_alerts_f
     assert all(DWELL_S <= d["seconds"] < DWELL_S + 0.5 for d in dwells), dwells
     assert "dwell alerts:           demo-cam-" in out
     assert (tmp_path / "demo" / "demo-cam-0.png").exists()
+    # Every alert got its clip record (NO_VIDEO until the decoder publishes video).
+    assert sum(summary["clips"].values()) == sum(summary["alerts"].values()), summary
+    clips_dir = (tmp_path / "demo" / "clips").resolve()
+    assert re.search(rf"^  clips: +\d+ written to {re.escape(str(clips_dir))}", out, re.M), out
+    assert summary["exit_codes"]["clips"] == 0
 
 
 def test_demo_when_own_video_and_model_then_tracked_without_scene_rules(
@@ -97,3 +109,64 @@ def test_demo_when_own_video_and_model_then_tracked_without_scene_rules(
     # No alerts run; `framebus live` runs beside the others and stops cleanly with them.
     assert summary["exit_codes"] == {"decoder": 0, "inferencer": 0, "tracker": 0, "live": 0}
     assert re.search(r"^demo-cam-0 #9 .* #\d+ square \[", out, re.MULTILINE), out
+
+
+def _metric(url: str, name: str) -> float:
+    """The sum of a metric's samples on a /metrics page."""
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - our own child, loopback
+        text = resp.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def _wait_line(proc: subprocess.Popen[str], pattern: str, timeout_s: float) -> list[str]:
+    """The demo's output lines up to the first matching `pattern` (the test fails past the bound)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if re.search(pattern, line):
+            return lines
+    raise AssertionError(f"no line matching {pattern!r}:\n{''.join(lines)}")
+
+
+def test_demo_when_not_told_to_exit_then_keeps_running_until_sigint_and_exits_0(
+    kafka: KafkaSettings,
+    topics: TopicFactory,
+    square_video: Path,
+    square_model: Path,
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        **topics().env(),
+        "FRAMEBUS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "FRAMEBUS_CAMERAS": "1",
+        "FRAMEBUS_FRAMES_PER_CAMERA": "10",
+        "FRAMEBUS_VIDEO": str(square_video),
+        "FRAMEBUS_MODEL_PATH": str(square_model),
+        "FRAMEBUS_OUTPUT_DIR": str(tmp_path / "keep"),
+        "FRAMEBUS_START_KAFKA": "false",
+        "FRAMEBUS_LIVE_PORT": "0",
+        "FRAMEBUS_TIMEOUT_S": "120",
+    }
+    cmd = [sys.executable, "-m", "framebus_tools.cli", "demo"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)  # noqa: S603
+    try:
+        lines = _wait_line(proc, r"^live page: ", 120)
+        url = lines[-1].split("live page: ")[1].split()[0]
+        lines += _wait_line(proc, r"^still running: .*Ctrl-C stops everything", 150)
+        assert any(line.startswith("summary") for line in lines), "".join(lines)
+        # The page answers, and the camera's frames keep coming after the summary.
+        seen = _metric(url + "metrics", "framebus_live_frames_received_total")
+        time.sleep(3)
+        assert _metric(url + "metrics", "framebus_live_frames_received_total") > seen
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -125,6 +125,10 @@ Credentials only ever come from the user's Secret through secretKeyRef.
   value: {{ $kafka.topics.trackerChangelog | quote }}
 - name: FRAMEBUS_ALERTS_CHANGELOG_TOPIC
   value: {{ $kafka.topics.alertsChangelog | quote }}
+- name: FRAMEBUS_VIDEO_TOPIC
+  value: {{ $kafka.topics.video | quote }}
+- name: FRAMEBUS_CLIPS_TOPIC
+  value: {{ $kafka.topics.clips | quote }}
 {{- if include "framebus.kafka.usesSasl" . }}
 - name: FRAMEBUS_SASL_MECHANISM
   value: {{ $kafka.sasl.mechanism | quote }}

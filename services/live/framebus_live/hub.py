@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from framebus.messages import Alert, Frame
+from framebus.messages import Alert, Clip, Frame
 from framebus_live import protocol
 from framebus_live.pacer import TilePacer, tile_interval_s
 from framebus_live.records import BoxesRecord
@@ -61,6 +61,8 @@ class LiveHub:
         self.views: dict[str, CameraView] = {}
         self.stats: dict[str, CameraStats] = {}
         self.alerts: deque[Alert] = deque(maxlen=settings.alerts_feed_size)
+        # Clip fields by their alert's key; a clip may come before its alert (other consumer).
+        self.clips: OrderedDict[protocol.AlertKey, dict[str, Any]] = OrderedDict()
         self.chooser = SourceChooser(settings.live_source)
         self.viewers: set[Viewer] = set()
         self._pacer = TilePacer()
@@ -79,6 +81,8 @@ class LiveHub:
                 self.on_boxes(item)
             elif isinstance(item, Alert):
                 self.on_alert(item)
+            elif isinstance(item, Clip):
+                self.on_clip(item)
 
     def on_frame(self, frame: Frame, arrivals: int = 1) -> None:
         """A camera's newest frame, the last of `arrivals` frames that came since the last one."""
@@ -112,7 +116,20 @@ class LiveHub:
         """An alert: into the feed and to every page."""
         self.alerts.append(alert)
         self.metrics.alerts_received.inc()
-        text = protocol.alert_message(alert)
+        text = protocol.alert_message(alert, self.clips.get(protocol.alert_key(alert)))
+        for viewer in self.viewers:
+            viewer.offer_text(text)
+
+    def on_clip(self, clip: Clip) -> None:
+        """An alert's clip record: kept for the feed, and to every page (links, or why none)."""
+        fields = protocol.clip_fields(clip, self.settings.clips_dir)
+        key = protocol.clip_key(clip)
+        self.clips[key] = fields
+        self.clips.move_to_end(key)
+        while len(self.clips) > 2 * self.settings.alerts_feed_size:  # the feed's and a margin
+            self.clips.popitem(last=False)
+        self.metrics.clips_received.labels(clip.status.value).inc()
+        text = protocol.clip_message(clip, fields)
         for viewer in self.viewers:
             viewer.offer_text(text)
 
@@ -194,8 +211,9 @@ class LiveHub:
 
     def hello(self) -> str:
         """What a new page gets first."""
+        alerts = [(a, self.clips.get(protocol.alert_key(a))) for a in self.alerts]
         return protocol.hello(
-            self.settings.page_size, self.settings.tile_fps, self.cameras(), self.alerts
+            self.settings.page_size, self.settings.tile_fps, self.cameras(), alerts
         )
 
     def add_viewer(self, viewer: Viewer) -> None:

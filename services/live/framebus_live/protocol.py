@@ -1,6 +1,6 @@
 """The page's WebSocket protocol (docs/live.md): JSON text messages and binary tile messages. Pure.
 
-Server to page, text: `hello`, `cameras`, `boxes`, `stats`, `alert`. Server to page, binary: one
+Server to page, text: `hello`, `cameras`, `boxes`, `stats`, `alert`, `clip`. Server to page, binary: one
 tile = 4-byte big-endian length of a JSON header, the header (`camera`, `seq`, `width`, `height`),
 then the JPEG. A tile always follows the `boxes` message of the same camera and seq. Page to
 server, text: `{"type": "subscribe", "cameras": [...]}`: the cameras whose tiles it wants.
@@ -12,9 +12,11 @@ import json
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from framebus.messages import Alert, short_track_label
+from framebus.messages import Alert, Clip, short_track_label
+from framebus_live.clipfiles import link
 from framebus_live.records import BoxesRecord, LiveBox
 from framebus_live.stats import CameraFigures
 from framebus_live.tiles import PALETTE
@@ -28,8 +30,30 @@ def dumps(message: Mapping[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
-def hello(page_size: int, tile_fps: float, cameras: list[str], alerts: Iterable[Alert]) -> str:
-    """The first message on a new socket: limits, palette, cameras and the alerts feed so far."""
+# What an alert and its clip record share (docs/clips.md): how a clip finds its alert.
+AlertKey = tuple[str, str, int, int]
+
+
+def alert_key(alert: Alert) -> AlertKey:
+    """(camera, rule, seq, capture time) of an alert."""
+    return (alert.camera_id, alert.rule, alert.seq, alert.capture_ts_us)
+
+
+def clip_key(clip: Clip) -> AlertKey:
+    """(camera, rule, seq, capture time) of the alert a clip record is of."""
+    return (clip.camera_id, clip.rule, clip.seq, clip.capture_ts_us)
+
+
+def hello(
+    page_size: int,
+    tile_fps: float,
+    cameras: list[str],
+    alerts: Iterable[tuple[Alert, dict[str, Any] | None]],
+) -> str:
+    """The first message on a new socket: limits, palette, cameras and the alerts feed so far.
+
+    `alerts`: each with its clip's fields (`clip_fields`), None while it has no clip record.
+    """
     return dumps(
         {
             "type": "hello",
@@ -38,7 +62,7 @@ def hello(page_size: int, tile_fps: float, cameras: list[str], alerts: Iterable[
             "tile_fps": tile_fps,
             "palette": ["#{:02x}{:02x}{:02x}".format(*c) for c in PALETTE],
             "cameras": cameras,
-            "alerts": [alert_fields(a) for a in alerts],
+            "alerts": [alert_fields(a, clip) for a, clip in alerts],
         }
     )
 
@@ -99,8 +123,8 @@ def stats_message(figures: Mapping[str, CameraFigures]) -> str:
     return dumps({"type": "stats", "cameras": {c: asdict(f) for c, f in figures.items()}})
 
 
-def alert_fields(alert: Alert) -> dict[str, Any]:
-    """An alert as the feed shows it."""
+def alert_fields(alert: Alert, clip: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An alert as the feed shows it, with its clip's fields once its clip record came."""
     return {
         "camera": alert.camera_id,
         "rule": alert.rule,
@@ -112,12 +136,30 @@ def alert_fields(alert: Alert) -> dict[str, Any]:
         "capture_ts_us": alert.capture_ts_us,
         "fired_at_us": alert.fired_at_us,
         "classes": sorted({b.class_name for b in alert.boxes}),
+        "clip": clip,
     }
 
 
-def alert_message(alert: Alert) -> str:
+def alert_message(alert: Alert, clip: dict[str, Any] | None = None) -> str:
     """One alert, as it arrives."""
-    return dumps({"type": "alert", "alert": alert_fields(alert)})
+    return dumps({"type": "alert", "alert": alert_fields(alert, clip)})
+
+
+def clip_fields(clip: Clip, clips_dir: Path) -> dict[str, Any]:
+    """A clip record as the feed shows it: status, reason, and how to reach each file."""
+    return {
+        "status": clip.status.value,
+        "reason": clip.reason,
+        "video": link(clip.uri, clips_dir),
+        "snapshot": link(clip.snapshot_uri, clips_dir),
+    }
+
+
+def clip_message(clip: Clip, fields: dict[str, Any]) -> str:
+    """A clip record, as it arrives: the page puts it beside its alert (same camera, rule, seq)."""
+    camera, rule, seq, capture_ts_us = clip_key(clip)
+    target = {"camera": camera, "rule": rule, "seq": seq, "capture_ts_us": capture_ts_us}
+    return dumps({"type": "clip", "alert": target, "clip": fields})
 
 
 def parse_subscribe(text: str, page_size: int) -> list[str] | None:

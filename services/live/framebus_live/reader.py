@@ -1,4 +1,4 @@
-"""Consumer threads: frames, boxes (tracks and/or detections) and alerts, decoded into the inbox.
+"""Consumer threads: frames, boxes (tracks and/or detections), alerts and clips, into the inbox.
 
 Each reads in a consumer group of its own (`<live_group>-<instance>-<kind>`), from the latest end,
 with no offset ever committed: another instance, the tracker or any other reader is unaffected,
@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from framebus.codec import AlertCodec, DetectionsCodec, FrameCodec, TracksCodec
+from framebus.codec import AlertCodec, ClipCodec, DetectionsCodec, FrameCodec, TracksCodec
 from framebus.errors import CodecError, KafkaError
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.protocol import MessageProto, TopicPartition
@@ -46,11 +46,12 @@ def instance_suffix() -> str:
 
 def decoders(tracks_topic: str) -> dict[str, Decode]:
     """Decoders by kind; the boxes decoder picks by the message's topic."""
-    frames, detections, tracks, alerts = (
+    frames, detections, tracks, alerts, clips = (
         FrameCodec(),
         DetectionsCodec(),
         TracksCodec(),
         AlertCodec(),
+        ClipCodec(),
     )
 
     def boxes(msg: MessageProto) -> Any:
@@ -63,6 +64,7 @@ def decoders(tracks_topic: str) -> dict[str, Decode]:
         "frames": lambda msg: frames.decode_view(msg.value() or b""),
         "boxes": boxes,
         "alerts": lambda msg: alerts.decode(msg.value() or b""),
+        "clips": lambda msg: clips.decode(msg.value() or b""),
     }
 
 

@@ -1,4 +1,4 @@
-"""The HTTP server: the page, its WebSocket, /mjpeg streams, and the health and metrics endpoints.
+"""The HTTP server: the page, its WebSocket, /mjpeg streams, the clips, health and metrics.
 
 aiohttp serves all of them from one event loop: plain HTTP, WebSockets and long streaming
 responses alike, without a thread per client.
@@ -17,8 +17,11 @@ from aiohttp import WSMsgType, web
 
 from framebus.telemetry.health import PATHS, Health, answer
 from framebus_live import protocol
+from framebus_live.auth import Sessions
+from framebus_live.clipfiles import ROUTE, served_file
 from framebus_live.encoder import TileEncoder
 from framebus_live.hub import LiveHub
+from framebus_live.login import LoginRoutes, require_login
 from framebus_live.telemetry import LiveMetrics
 from framebus_live.viewer import PageViewer
 
@@ -33,6 +36,7 @@ BOUNDARY = "framebus-frame"
 WS_HEARTBEAT_S = 20.0  # a page that stops answering pings is closed, and its state freed
 MAX_MJPEG_FPS = 30.0
 IDLE_CHECK_S = 1.0
+CLIP_TYPES = {".mp4": "video/mp4", ".jpg": "image/jpeg"}
 
 
 def static_file(name: str) -> bytes:
@@ -41,15 +45,25 @@ def static_file(name: str) -> bytes:
 
 
 def build_app(
-    hub: LiveHub, encoder: TileEncoder, health: Health, metrics: LiveMetrics
+    hub: LiveHub,
+    encoder: TileEncoder,
+    health: Health,
+    metrics: LiveMetrics,
+    sessions: Sessions | None = None,
 ) -> web.Application:
-    """The aiohttp application with every route."""
+    """The aiohttp application with every route; with `sessions`, all but probes need a login."""
     routes = LiveRoutes(hub, encoder, health, metrics)
-    app = web.Application()
+    app = web.Application(middlewares=[require_login(sessions)] if sessions else [])
+    if sessions is not None:
+        login = LoginRoutes(sessions, metrics)
+        app.router.add_get("/login", login.form)
+        app.router.add_post("/login", login.submit)
+        app.router.add_post("/logout", login.logout)
     for path, (name, content_type) in STATIC.items():
         app.router.add_get(path, routes.static(name, content_type))
     app.router.add_get("/ws", routes.websocket)
     app.router.add_get("/mjpeg/{camera}", routes.mjpeg)
+    app.router.add_get(ROUTE + "{path:.+}", routes.clip_file)
     for path in PATHS:
         app.router.add_get(path, routes.probe)
     return app
@@ -157,6 +171,13 @@ class LiveRoutes:
             sent_version = display.version
             self.metrics.mjpeg_frames_sent.inc()
             await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
+
+    async def clip_file(self, request: web.Request) -> web.FileResponse:
+        """`/clips/<camera>/<name>.mp4|.jpg` from the clips folder; Range requests answered."""
+        path = served_file(self.hub.settings.clips_dir, request.match_info["path"])
+        if path is None:
+            raise web.HTTPNotFound(text="no such clip or snapshot")
+        return web.FileResponse(path, headers={"Content-Type": CLIP_TYPES[path.suffix.lower()]})
 
     async def probe(self, request: web.Request) -> web.Response:
         """/healthz and /livez, /readyz, /metrics: as every other service answers them."""

@@ -13,12 +13,13 @@ from aiohttp import web
 
 from framebus.errors import ConfigError
 from framebus.telemetry.health import Health
+from framebus_live.auth import Sessions, read_password
 from framebus_live.encoder import PendingTile, TileEncoder
 from framebus_live.hub import LiveHub
 from framebus_live.inbox import Inbox
 from framebus_live.reader import TopicReader, decoders, instance_suffix
 from framebus_live.server import build_app
-from framebus_live.settings import LiveSettings
+from framebus_live.settings import LiveAuth, LiveSettings
 from framebus_live.telemetry import LiveMetrics, live_telemetry
 from framebus_live.views import Display
 
@@ -37,7 +38,7 @@ def make_readers(
     health: Health,
     on_failure: Callable[[str], None],
 ) -> dict[str, TopicReader]:
-    """The frames, boxes and alerts consumers, each in a group of its own."""
+    """The frames, boxes, alerts and clips consumers, each in a group of its own."""
     boxes = settings.live_source.topics(
         settings.topics.tracks_topic, settings.topics.detections_topic
     )
@@ -45,6 +46,7 @@ def make_readers(
         "frames": [settings.topics.frames_topic],
         "boxes": boxes,
         "alerts": [settings.topics.alerts_topic],
+        "clips": [settings.topics.clips_topic],
     }
     decode = decoders(settings.topics.tracks_topic)
     suffix = instance_suffix()
@@ -65,7 +67,7 @@ def make_readers(
 
 
 def add_readiness(health: Health, readers: dict[str, TopicReader]) -> None:
-    """Ready once the frames and boxes consumers joined; the alerts topic may not exist yet."""
+    """Ready once the frames and boxes consumers joined; the alerts and clips topics may not exist yet."""
 
     def joined(reader: TopicReader) -> Callable[[], str | None]:
         return lambda: (
@@ -75,15 +77,29 @@ def add_readiness(health: Health, readers: dict[str, TopicReader]) -> None:
     for kind in ("frames", "boxes"):
         health.add_check(f"{kind}-consumer", joined(readers[kind]))
     health.add_detail("alerts_consumer_assigned", readers["alerts"].assigned.is_set)
+    health.add_detail("clips_consumer_assigned", readers["clips"].assigned.is_set)
+
+
+def login_sessions(settings: LiveSettings) -> Sessions | None:
+    """The page's logins (None with auth=off); ConfigError without a readable password."""
+    if settings.auth is LiveAuth.OFF:
+        return None
+    if settings.password_file is None:
+        raise ConfigError(
+            "FRAMEBUS_PASSWORD_FILE (--password-file): required with auth=password, the "
+            "default; or FRAMEBUS_AUTH=off with FRAMEBUS_HTTP_HOST=127.0.0.1 for local use"
+        )
+    return Sessions(read_password(settings.password_file), settings.session_max_age_s)
 
 
 def run(settings: LiveSettings, stop: threading.Event | None = None) -> int:
     """Serve the page until `stop` is set; return the exit code (1 if a consumer failed)."""
     stop = stop or threading.Event()
-    return asyncio.run(_serve(settings, stop))
+    sessions = login_sessions(settings)  # a missing password stops it before anything starts
+    return asyncio.run(_serve(settings, sessions, stop))
 
 
-async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
+async def _serve(settings: LiveSettings, sessions: Sessions | None, stop: threading.Event) -> int:
     loop = asyncio.get_running_loop()
     telemetry, metrics = live_telemetry(settings.kafka)
     health = telemetry.health
@@ -108,9 +124,8 @@ async def _serve(settings: LiveSettings, stop: threading.Event) -> int:
     readers = make_readers(settings, inbox, metrics, health, failed)
     add_readiness(health, readers)
     # On stop, open pages and streams get SHUTDOWN_S to close before their handlers are cancelled.
-    runner = web.AppRunner(
-        build_app(hub, encoder, health, metrics), access_log=None, shutdown_timeout=SHUTDOWN_S
-    )
+    app = build_app(hub, encoder, health, metrics, sessions)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     try:
         await web.TCPSite(runner, settings.http_host, settings.http_port).start()

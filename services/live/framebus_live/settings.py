@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.settings import check, setting
@@ -24,6 +25,16 @@ class LiveSource(enum.Enum):
         if self is LiveSource.DETECTIONS:
             return [detections_topic]
         return [tracks_topic, detections_topic]
+
+
+class LiveAuth(enum.Enum):
+    """Who may see the page, its streams and the clips."""
+
+    PASSWORD = "password"  # noqa: S105 - a mode's name; a login with the password in `password_file`; a signed cookie after
+    OFF = "off"  # no login: only with http_host on loopback (the demo, a laptop)
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -73,9 +84,33 @@ class LiveSettings:
         "A frame whose boxes have not arrived after this long is shown without boxes (no "
         "inferencer running, or it dropped the frame).",
     )
+    clips_dir: Path = setting(
+        Path("clips"),
+        "Folder `framebus clips` writes to (mounted at the same path): its files are served "
+        "under /clips/ and linked from the alerts feed; nothing outside it is served.",
+    )
+    auth: LiveAuth = setting(
+        LiveAuth.PASSWORD,
+        "password = every route but the probes and /metrics needs a login with the password "
+        "in password_file; off = no login, allowed only with http_host on loopback.",
+    )
+    password_file: Path | None = setting(
+        None,
+        "File holding the page's password (a mounted Secret; one trailing newline ignored). "
+        "Required with auth=password; the password is never logged.",
+    )
+    session_max_age_s: float = setting(
+        43200.0, "Seconds a login lasts before the page asks for the password again."
+    )
     log_level: str = setting("info", "Log level: debug, info, warning, error.")
 
     def __post_init__(self) -> None:
+        check(
+            self.auth is not LiveAuth.OFF or self.http_host in LOOPBACK_HOSTS,
+            "auth",
+            "may be off only with http_host 127.0.0.1 (set password_file to serve others)",
+        )
+        check(self.session_max_age_s > 0, "session_max_age_s", "must be > 0")
         check(bool(self.live_group.strip()), "live_group", "must not be empty")
         check(1 <= self.http_port <= 65535, "http_port", "must be a TCP port")
         check(self.tile_fps > 0, "tile_fps", "must be > 0")

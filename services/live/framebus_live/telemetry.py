@@ -39,6 +39,18 @@ class LiveMetrics:
         self.alerts_received = Counter(
             "framebus_live_alerts_received", "Alerts read from the alerts topic.", registry=r
         )
+        self.clips_received = Counter(
+            "framebus_live_clips_received",
+            "Clip records read from the clips topic, per status.",
+            ["status"],
+            registry=r,
+        )
+        self.logins = Counter(
+            "framebus_live_logins",
+            "Login attempts, per outcome (ok, wrong_password).",
+            ["outcome"],
+            registry=r,
+        )
         self.bad_records = Counter(
             "framebus_live_bad_records",
             "Records that could not be decoded or shown, per topic kind (logged; skipped).",

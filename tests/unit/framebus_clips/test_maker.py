@@ -115,3 +115,15 @@ def test_make_when_the_store_refuses_the_clip_then_raises_and_publishes_no_recor
     )  # fmt: skip
     with pytest.raises(ClipStoreError, match="connection refused"):
         maker.make(alert_at(T0 + S), 0, 1)
+
+
+def test_make_when_two_alerts_in_one_second_then_each_gets_its_own_named_file(
+    gop_video: GopVideo, tmp_path: Path
+) -> None:
+    packets = list(demux_file(gop_video.path, "cam-1", T0))
+    make = maker(tmp_path, StubTopics(packets), now_s=T0 / S + 60).make
+    first = make(alert_at(T0 + S), 0, 1)
+    second = make(alert_at(T0 + S + 200_000), 0, 2)
+    assert first.uri != second.uri
+    assert (first.uri or "").endswith("Z_dwell_seq7.mp4")
+    assert len(list((tmp_path / "cam-1").glob("*.mp4"))) == 2

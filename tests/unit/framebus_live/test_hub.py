@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from framebus.messages import Alert, Box, FrameStatus, ZoneAnchor
+from framebus.messages import Alert, Box, Clip, ClipStatus, FrameStatus, ZoneAnchor
 from framebus_live.hub import LiveHub
 from framebus_live.records import BoxesRecord, LiveBox
 from framebus_live.settings import LiveSettings
@@ -183,3 +184,38 @@ def test_hub_when_picture_changed_since_its_tile_then_subscribe_waits_for_a_new_
     hub.tick()
     assert [d.frame.seq for _, d in first.tiles] == [1, 2]
     assert [d.frame.seq for _, d in second.tiles] == [2]
+
+
+def _clip(alert: Alert, status: ClipStatus, uri: str | None = None) -> Clip:
+    return Clip(
+        alert.rule, alert.camera_id, alert.seq, alert.capture_ts_us, "", 0, 7, status, uri=uri
+    )
+
+
+def test_hub_when_clip_record_of_an_alert_then_pages_get_its_links_and_new_pages_too(
+    tmp_path: Path,
+) -> None:
+    hub = _hub(Clock(), clips_dir=tmp_path)
+    page = PageStub(set())
+    hub.add_viewer(page)
+    alert = Alert("door", "cam", 3, 100, 2, 1, (), ZoneAnchor.CENTER, ())
+    hub.take([], [alert])
+    hub.take([], [_clip(alert, ClipStatus.WRITTEN, (tmp_path / "cam" / "a.mp4").as_uri())])
+    clip = [t for t in page.texts if t["type"] == "clip"][0]
+    assert clip["alert"] == {"camera": "cam", "rule": "door", "seq": 3, "capture_ts_us": 100}
+    assert clip["clip"]["video"] == {"href": "/clips/cam/a.mp4"}
+    assert clip["clip"]["status"] == "WRITTEN"
+    assert json.loads(hub.hello())["alerts"][0]["clip"] == clip["clip"]
+
+
+def test_hub_when_clip_comes_before_its_alert_then_the_alert_carries_it() -> None:
+    hub = _hub(Clock())
+    page = PageStub(set())
+    hub.add_viewer(page)
+    alert = Alert("door", "cam", 3, 100, 2, 1, (), ZoneAnchor.CENTER, ())
+    other = replace(alert, seq=4)
+    hub.take([], [_clip(alert, ClipStatus.NO_VIDEO), alert, other])
+    alerts = [t["alert"] for t in page.texts if t["type"] == "alert"]
+    assert alerts[0]["clip"]["status"] == "NO_VIDEO"
+    assert alerts[0]["clip"]["video"] is None
+    assert alerts[1]["clip"] is None  # another seq: not its clip

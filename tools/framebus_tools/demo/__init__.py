@@ -4,10 +4,12 @@ It starts the local Kafka (unless told where another broker is), creates the top
 the ground-truth scene (`framebus_tools.scene`: people walking over a counting line, one standing
 in a zone, a car, and a last person who then stands still until the end) as a 720p H.264 video,
 an ONNX detector that finds its actors by colour, and the scene's alert rules. The cameras gate
-frames on motion, so the still end costs no model runs. It runs `framebus decoder`, `framebus inferencer`, `framebus track` and
-`framebus alerts` as separate processes, prints each camera's current track ids and each alert as
-they arrive, and ends with a summary once every published frame has its detections and tracks
-records and the alerts consumer has caught up with them.
+frames on motion, so the still end costs no model runs. It runs `framebus decoder`, `framebus inferencer`, `framebus track`,
+`framebus alerts`, `framebus clips` and `framebus live` as separate processes, prints each
+camera's current track ids and each alert as they arrive, and prints a summary once every
+published frame has its detections and tracks records, the alerts consumer has caught up with
+them and their alerts have their clip records. Then the cameras loop on and every service keeps
+running until Ctrl-C, unless `exit_after_summary` is set.
 """
 
 from __future__ import annotations

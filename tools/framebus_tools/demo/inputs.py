@@ -51,6 +51,11 @@ class DemoSettings:
     live_port: int = setting(
         8090, "Port of the `framebus live` page the demo starts (0 = any free port)."
     )
+    exit_after_summary: bool = setting(
+        False,
+        "Stop every service and exit after the summary (tests, CI). Otherwise the cameras loop "
+        "and the page, alerts and clips keep running until Ctrl-C.",
+    )
 
     def __post_init__(self) -> None:
         check(1 <= self.cameras <= 128, "cameras", "must be between 1 and 128")
@@ -71,12 +76,17 @@ class DemoNames:
 
     tracker_group: str
     alerts_group: str
+    clips_group: str
 
 
 def demo_names(topics: TopicSettings) -> DemoNames:
-    """`framebus-demo-tracker`, `framebus-demo-alerts` for the default `framebus.detections`."""
+    """`framebus-demo-tracker`, `-alerts`, `-clips` for the default `framebus.detections`."""
     prefix = topics.detections_topic.removesuffix(".detections")
-    return DemoNames(tracker_group=f"{prefix}-demo-tracker", alerts_group=f"{prefix}-demo-alerts")
+    return DemoNames(
+        tracker_group=f"{prefix}-demo-tracker",
+        alerts_group=f"{prefix}-demo-alerts",
+        clips_group=f"{prefix}-demo-clips",
+    )
 
 
 @dataclass(frozen=True)
@@ -122,16 +132,48 @@ def ensure_demo_topics(settings: DemoSettings) -> None:
     ensure_topics(settings.kafka, pipeline_specs(settings.topics, sizing))
 
 
-def live_process(port: int) -> ServiceSpec:
-    """`framebus live` on the demo's topics, on 127.0.0.1:`port`."""
+def live_process(port: int, clips_dir: Path) -> ServiceSpec:
+    """`framebus live` on the demo's topics, on 127.0.0.1:`port`, serving the demo's clips.
+
+    No login: it listens on 127.0.0.1 only (docs/live.md).
+    """
     return ServiceSpec(
-        "live", "live", {"FRAMEBUS_HTTP_PORT": str(port), "FRAMEBUS_HTTP_HOST": "127.0.0.1"}
+        "live",
+        "live",
+        {
+            "FRAMEBUS_HTTP_PORT": str(port),
+            "FRAMEBUS_HTTP_HOST": "127.0.0.1",
+            "FRAMEBUS_CLIPS_DIR": str(clips_dir.resolve()),
+            "FRAMEBUS_AUTH": "off",
+        },
     )
 
 
-def downstream(names: DemoNames, rules: Path | None) -> list[ServiceSpec]:
-    """`framebus track` and, with rules, `framebus alerts` on the tracks."""
-    idle = {"FRAMEBUS_STOP_AFTER_IDLE_S": "30"}  # no orphan outlives the demo for long
+def clips_process(names: DemoNames, clips_dir: Path, idle_s: str) -> ServiceSpec:
+    """`framebus clips` on the demo's alerts, writing to `clips_dir`.
+
+    Short rolls: a clip of the demo's last alerts is ready a few seconds after them.
+    """
+    return ServiceSpec(
+        "clips",
+        "clips",
+        {
+            "FRAMEBUS_STOP_AFTER_IDLE_S": idle_s,
+            "FRAMEBUS_CLIPS_DIR": str(clips_dir.resolve()),
+            "FRAMEBUS_CLIPS_GROUP": names.clips_group,
+            "FRAMEBUS_PRE_ROLL_S": "3",
+            "FRAMEBUS_POST_ROLL_S": "2",
+            "FRAMEBUS_MAX_WAIT_S": "3",
+        },
+    )
+
+
+def downstream(names: DemoNames, rules: Path | None, idle_s: str = "30") -> list[ServiceSpec]:
+    """`framebus track` and, with rules, `framebus alerts` on the tracks.
+
+    `idle_s`: their FRAMEBUS_STOP_AFTER_IDLE_S, so no orphan outlives a demo that exits for long.
+    """
+    idle = {"FRAMEBUS_STOP_AFTER_IDLE_S": idle_s}
     tracker = ServiceSpec(
         "tracker",
         "track",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from framebus.messages import short_track_label
@@ -26,6 +27,14 @@ def startup_times(processes: PipelineProcesses, stats: RunStats) -> dict[str, fl
     }
 
 
+@dataclass(frozen=True)
+class Clips:
+    """The clip records of this run's alerts by status, and the summary's line (None: no clips)."""
+
+    by_status: dict[str, int]
+    line: str | None
+
+
 def summarize(
     stats: RunStats,
     board: TracksBoard,
@@ -34,8 +43,13 @@ def summarize(
     codes: dict[str, int],
     sheet: Path | None,
     startup: dict[str, float | None],
+    clips: Clips,
+    services: list[str],
 ) -> None:
-    """Write summary.json to `out` and print the summary, with the log tail of a failed service."""
+    """Write summary.json to `out` and print the summary, with the log tail of a failed service.
+
+    `codes`: the exit codes of the services that have ended (all of them, unless they run on).
+    """
     statuses = stats.statuses()
     latencies = stats.all_latencies()
     summary = {
@@ -63,6 +77,7 @@ def summarize(
             {"camera": a.camera_id, "track": a.track_id, "seq": a.seq, "seconds": a.measure}
             for a in board.dwells()
         ],
+        "clips": clips.by_status,
         "startup_s": startup,
         "exit_codes": codes,
     }
@@ -79,8 +94,10 @@ def summarize(
         f"(p50 {percentile(latencies, 50):.0f}, p99 {percentile(latencies, 99):.0f}; capture -> result)"
     )
     _print_tracks(board)
+    if clips.line is not None:
+        print(f"  clips:                  {clips.line}")
     _print_startup(startup)
-    logs = ", ".join(f"{name}.log" for name in codes)
+    logs = ", ".join(f"{name}.log" for name in services)
     print(f"  wrote:                  {out.resolve()}/summary.json, {logs}, cameras.yaml")
     if sheet is not None:
         print(f"  tracks drawn:           {sheet.resolve()}")

@@ -74,6 +74,9 @@ function onText(msg) {
     case "alert":
       addAlert(msg.alert);
       break;
+    case "clip":
+      showClip(msg.alert, msg.clip);
+      break;
   }
 }
 
@@ -276,6 +279,7 @@ function addAlert(a) {
   li.className = "alert";
   li.dataset.camera = a.camera;
   li.dataset.ruleType = a.rule_type;
+  li.dataset.key = alertKey(a);
   const time = new Date(a.capture_ts_us / 1000).toLocaleTimeString();
   const what = a.rule_type === "LINE_CROSSING" ? `${a.direction} (count ${a.measure})` : a.rule_type === "DWELL" ? `${a.measure.toFixed(1)} s` : `${a.measure}`;
   li.innerHTML = `<span class="time"></span> <strong class="camera"></strong> <span class="rule-type"></span> <span class="track"></span> <span class="rule"></span> <span class="measure"></span>`;
@@ -285,9 +289,52 @@ function addAlert(a) {
   li.querySelector(".track").textContent = [a.track, a.classes.join(",")].filter(Boolean).join(" ");
   li.querySelector(".rule").textContent = a.rule;
   li.querySelector(".measure").textContent = what;
+  li.append(document.createElement("div"));
+  li.lastChild.className = "clip";
+  if (a.clip) fillClip(li.lastChild, a.clip);
   const list = document.getElementById("alerts");
   list.prepend(li);
   while (list.children.length > MAX_ALERTS) list.lastChild.remove();
+}
+
+function alertKey(a) {
+  return JSON.stringify([a.camera, a.rule, a.seq, a.capture_ts_us]);
+}
+
+// A clip record came: links beside its alert, or its status and reason when it has no file.
+function showClip(target, clip) {
+  const saved = live.alerts.find((a) => alertKey(a) === alertKey(target));
+  if (saved) saved.clip = clip;
+  for (const li of document.querySelectorAll("#alerts li")) {
+    if (li.dataset.key === alertKey(target)) fillClip(li.querySelector(".clip"), clip);
+  }
+}
+
+function fillClip(el, clip) {
+  el.replaceChildren();
+  for (const [label, file] of [["snapshot", clip.snapshot], ["clip", clip.video]]) {
+    if (!file) continue;
+    if (file.href) {
+      const a = document.createElement("a");
+      a.href = file.href;
+      a.target = "_blank";
+      a.rel = "noopener";
+      a.textContent = label;
+      a.className = label;
+      el.append(a, " ");
+    } else {
+      const span = document.createElement("span");
+      span.className = `${label} uri`;
+      span.textContent = `${label}: ${file.text}`;
+      el.append(span, " ");
+    }
+  }
+  if (clip.status !== "WRITTEN" || clip.reason) {
+    const why = document.createElement("span");
+    why.className = "clip-status";
+    why.textContent = [clip.status, clip.reason].filter(Boolean).join(": ");
+    el.append(why);
+  }
 }
 
 document.getElementById("pause").onclick = (event) => {
