@@ -62,7 +62,7 @@ def test_services_readyz_when_unassigned_then_when_broker_lost_then_reasons_and_
         "inferencer": {"model_path": box_model},
         "track": {"transactional_id": "tx-track"},
         "alerts": {"rules": rules, "alerts_source": "tracks", "transactional_id": "tx-alerts"},
-        "live": {"http_host": "127.0.0.1"},
+        "live": {"http_host": "127.0.0.1", "auth": "off"},
     }
     services = {
         command: ServiceProcess(
