@@ -9,18 +9,21 @@ run left in Kafka is judged by `tests.reliability.chaos_checks`.
 from __future__ import annotations
 
 import enum
+import json
 import random
 import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from framebus.kafka.settings import KafkaSettings
 from framebus_tools.localcluster import LocalCluster
-from framebus_tools.process import answers_200
 from tests.integration.rtsp import RtspCamera
 from tests.reliability.harness import Service, cluster_metadata, rss_kb
 
@@ -40,6 +43,9 @@ RESTART_DELAY_S = 3.0
 STALL_S = 15.0
 BROKER_S = 15.0
 CUT_S = 10.0
+# A /readyz answers within this (its Kafka check waits up to 2 s for a broker); a stopped
+# process does not answer at all, and counts as unready.
+PROBE_TIMEOUT_S = 4.0
 HOLD_S = {
     FaultKind.SIGKILL: RESTART_DELAY_S,
     FaultKind.SIGTERM: RESTART_DELAY_S,
@@ -228,6 +234,7 @@ class ReadinessLog:
         self.every_s = every_s
         self.changes: list[tuple[float, str, bool]] = []  # (monotonic, service, ready now)
         self.state: dict[str, bool] = {}
+        self.reasons: list[tuple[str, str]] = []  # (service, why) at each turn to unready
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="readiness", daemon=True)
 
@@ -247,10 +254,13 @@ class ReadinessLog:
     def _run(self) -> None:
         while not self._stop.is_set():
             for name, s in self.services.items():
-                ok = answers_200(f"{s.url}/readyz")
+                status, body = get_json(f"{s.url}/readyz", PROBE_TIMEOUT_S)
+                ok = status == 200
                 if self.state.get(name) != ok:
                     self.state[name] = ok
                     self.changes.append((time.monotonic(), name, ok))
+                    if not ok:
+                        self.reasons.append((name, str(body.get("reasons", body))[:200]))
             self._stop.wait(self.every_s)
 
 
@@ -341,6 +351,17 @@ class Injector:
             action()
         self._undo = []
         self.cluster.start()
+
+
+def get_json(url: str, timeout_s: float) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) of a probe; (0, {"error": ...}) when nothing answers in time."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - loopback
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return int(err.code), json.loads(err.read())
+    except (OSError, ValueError) as exc:  # refused, timed out, or a half-written answer
+        return 0, {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _cont(proc: Service) -> None:
