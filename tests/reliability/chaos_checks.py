@@ -316,6 +316,21 @@ def capture_gaps(
     return gaps
 
 
+def camera_tails(frames: Sequence[FrameKey], stopped_wall_s: float, slack_s: float) -> list[str]:
+    """Each camera still produced frames until the decoder was stopped (within `slack_s`).
+
+    A camera that went quiet for good loses its frames at the end, where no gap shows them.
+    """
+    last: dict[str, int] = {}
+    for cam, _, ts in frames:
+        last[cam] = max(last.get(cam, 0), ts)
+    return [
+        f"{cam}: no frame in the last {stopped_wall_s - ts / 1e6:.0f} s before the decoder stopped"
+        for cam, ts in sorted(last.items())
+        if ts / 1e6 < stopped_wall_s - slack_s
+    ]
+
+
 def rss_growth(incarnations: Mapping[str, Sequence[Incarnation]]) -> tuple[list[str], list[str]]:
     """(problems, lines): per process that lived past warm-up, the RSS trend after it.
 

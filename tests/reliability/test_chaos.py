@@ -86,6 +86,7 @@ DWELL_S = 2.0
 SERVICES = ("decoder", "inferencer", "tracker", "alerts", "live", "clips")
 PARTITIONS = 3
 DRAIN_S = 180.0
+TAIL_SLACK_S = 10.0  # a camera's last frame at most this long before the decoder's stop
 
 
 def test_pipeline_when_seeded_faults_hit_services_brokers_and_cameras_then_every_frame_once_and_alerts_as_reference(  # noqa: E501
@@ -118,8 +119,7 @@ def test_pipeline_when_seeded_faults_hit_services_brokers_and_cameras_then_every
         ready = supervise_until(supervisor, supervisor.readiness.all_ready, 120, "all ready")
         assert ready, _logs(services)
         start = drive(supervisor, injector, schedule, CHAOS_S)
-        counters, codes, ready_at_end = _drain(cluster_kafka, names, supervisor, injector)
-        end = time.monotonic()
+        counters, codes, ready_at_end, end = _drain(cluster_kafka, names, supervisor, injector)
     finally:
         supervisor.stop_all(10)
         for cam in cams.values():
@@ -153,7 +153,11 @@ def _services(
             input_height=INPUT_SIZE,
             backpressure="block",  # a broker's death stalls it, not its own drop policy
             drain_timeout_s=30,
-            stall_timeout_s=3,
+            # Above the SIGSTOP fault's 15 s: a decoder frozen for longer than this declares its
+            # file cameras failed for good when it resumes (they are not reopened), keeps running
+            # on the RTSP camera, stays ready and exits 1 at the end. Found by this soak; the
+            # cut RTSP camera is noticed by its stream's end, not by this timeout.
+            stall_timeout_s=20,
             open_timeout_s=3,
             reconnect_initial_s=0.3,
             reconnect_max_s=1.0,
@@ -201,17 +205,18 @@ def _drain(
     names: TopicSettings,
     supervisor: Supervisor,
     injector: Injector,
-) -> tuple[dict[str, dict[str, int]], dict[str, int], bool]:
+) -> tuple[dict[str, dict[str, int]], dict[str, int], bool, float]:
     """Undo the faults, stop the decoder, let every stage catch up, stop everything.
 
-    Returns the decoder's last counters, every service's exit code and whether all were ready
-    before the stop. A stage that does not catch up is reported, not asserted here: the checks
+    Returns the decoder's last counters, every service's exit code, whether all were ready
+    before the stop, and when the decoder was stopped (the end of the faults' aftermath). A stage that does not catch up is reported, not asserted here: the checks
     then say what is missing.
     """
     injector.undo_all()  # the coordinator's broker too
     wait_for(lambda: not under_replicated(kafka), 120, "every replica in sync")
     ready = supervise_until(supervisor, supervisor.readiness.all_ready, 120, "all ready again")
     decoder = supervisor.services["decoder"]
+    stopped = time.monotonic()
     decoder.held_until = float("inf")
     decoder.proc.signal(signal.SIGTERM)
     supervise_until(supervisor, lambda: not decoder.proc.alive(), 60, "the decoder's exit")
@@ -245,7 +250,7 @@ def _drain(
     ready = ready and all(ok for name, ok in state.items() if name != "decoder")
     codes = supervisor.stop_all()
     codes["decoder"] = decoder.incarnations[-1].exit_code or 0
-    return decoder_summary(decoder.proc), codes, ready
+    return decoder_summary(decoder.proc), codes, ready, stopped
 
 
 def _ends(kafka: KafkaSettings, topic: str) -> list[int]:
@@ -299,6 +304,7 @@ def _judge(
         *cc.alerts_match(ref_alerts, alerts),
         *cc.clips_match(alerts, clips),
         *cc.seq_gaps(frames),
+        *cc.camera_tails(frames, time.time() - (time.monotonic() - end), TAIL_SLACK_S),
         *[f"unexpected gap: {g}" for g in gaps if not g.kinds],
         *rss_problems,
     ]
@@ -319,6 +325,7 @@ def _judge(
     print(f"  restarts (service, exit code): {[(n, c) for _, n, c in supervisor.restarts]}")
     print(
         f"  checked: {len(frames)} frames, {len(dets)} detections, {len(tracks)} tracks, "
+        f"{dict(Counter(d.status.value for d in dets))}, "
         f"{len(alerts)} alerts (reference {len(ref_alerts)}), {len(clips)} clips "
         f"{dict(Counter(c.status.value for c in clips))}"
     )
