@@ -47,11 +47,15 @@ test-gpu: install
 ## FRAMEBUS_COORDINATOR_RUNS), on a cluster the tests start and wipe (brokers on
 ## TEST_CLUSTER_PORT..+2, controllers on the next three).
 test-cluster: install test-deps
-	FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) $(BIN)/pytest -m cluster -rA $(PYTEST_ARGS)
+	FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) $(BIN)/pytest -m "cluster and not soak" -rA $(PYTEST_ARGS)
 
-## The 10-minute soak (8 cameras at 5 fps; RSS and accounting), run by CI after `make test`.
+## The soaks, run by CI after `make test`: 10 minutes of 8 cameras at 5 fps (RSS and accounting),
+## then the chaos soak (about 7 minutes: every service, three live cameras, a seeded schedule of
+## faults on a three-broker cluster of its own on TEST_CLUSTER_PORT..+5; FRAMEBUS_CHAOS_SEED,
+## FRAMEBUS_CHAOS_S).
 soak: install test-deps test-kafka
-	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) $(BIN)/pytest -m soak -rA $(PYTEST_ARGS)
+	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
+		$(BIN)/pytest -m soak -rA $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
