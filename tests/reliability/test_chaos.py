@@ -180,7 +180,7 @@ def _services(
             alerts_group=f"alerts-{prefix}",
             transactional_id=f"tx-alerts-{prefix}",
         ),
-        "live": dict(live_group=f"live-{prefix}", http_host="127.0.0.1"),
+        "live": dict(live_group=f"live-{prefix}", http_host="127.0.0.1", auth="off"),
         "clips": dict(
             clips_dir=tmp_path / "clips",
             clips_group=f"clips-{prefix}",
