@@ -29,7 +29,8 @@ from framebus_clips.maker import ClipMaker
 from framebus_clips.reading import CameraReader
 from framebus_clips.settings import ClipsSettings
 from framebus_clips.stats import ClipsStats
-from framebus_clips.store import ClipStore, open_store, parse_target
+from framebus_clips.store import ClipStore, parse_target
+from framebus_clips.stores import open_store
 from framebus_clips.telemetry import clips_telemetry
 
 log = logging.getLogger(__name__)

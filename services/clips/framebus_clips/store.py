@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from framebus.errors import ConfigError, FramebusError
+from framebus.errors import FramebusError
 from framebus.messages import Alert
 from framebus_clips.remux import write_atomically
 from framebus_clips.settings import FILE_SCHEME, S3_SCHEME, ClipsSettings
@@ -107,17 +107,3 @@ class DirectoryStore:
 
     def close(self) -> None:
         """Nothing held."""
-
-
-def open_store(settings: ClipsSettings) -> ClipStore:
-    """The store `settings` name; ConfigError when S3 is asked for without boto3 installed."""
-    target = parse_target(settings)
-    if isinstance(target, Path):
-        return DirectoryStore(target)
-    try:
-        from framebus_clips.s3store import S3Store
-    except ImportError as exc:
-        raise ConfigError(
-            f"clips_target {settings.clips_target} needs boto3: pip install 'framebus[s3]' ({exc})"
-        ) from None
-    return S3Store(target, settings.s3)

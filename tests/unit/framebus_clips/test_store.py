@@ -11,7 +11,8 @@ from framebus.errors import ConfigError
 from framebus.messages import Alert, ZoneAnchor
 from framebus_clips.s3store import S3Store
 from framebus_clips.settings import ClipsSettings, S3Settings
-from framebus_clips.store import DirectoryStore, S3Target, object_key, open_store, parse_target
+from framebus_clips.store import DirectoryStore, S3Target, object_key, parse_target
+from framebus_clips.stores import open_store
 
 T0 = 1_765_003_011_123_456
 
