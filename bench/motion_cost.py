@@ -48,8 +48,9 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
 from framebus.topology import TopicSettings
 from framebus_tools.process import ServiceProcess
-from framebus_tools.scene import Scene, still_scene, write_scene_video
+from framebus_tools.scene import Scene, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
+from framebus_tools.scenes import still_scene
 
 INPUT_SIZE = 320
 READY_LINE = "warm-up done"

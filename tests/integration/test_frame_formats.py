@@ -29,8 +29,9 @@ from framebus_inferencer.postprocess import Decoder
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.records import boxes_of
 from framebus_inferencer.settings import Provider
-from framebus_tools.scene import Scene, default_scene, write_scene_video
+from framebus_tools.scene import Scene, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
+from framebus_tools.scenes import default_scene
 from tests.integration.test_pretrained_model import CONF, IOU, MAX_DET, PHOTOS, fall_model, iou
 
 pytestmark = pytest.mark.integration

@@ -28,8 +28,9 @@ from framebus.codec import TracksCodec
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Tracks
 from framebus_tools.pipeline import CameraSpec, write_cameras_file
-from framebus_tools.scene import Scene, default_scene, scene_rules_document, write_scene_video
+from framebus_tools.scene import Scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
+from framebus_tools.scenes import default_scene
 from tests.integration.browser import edge_hits, hex_rgb, launch
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic

@@ -22,7 +22,8 @@ import yaml
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import FrameStatus
-from framebus_tools.scene import Scene, still_scene
+from framebus_tools.scene import Scene
+from framebus_tools.scenes import still_scene
 from tests.integration.conftest import TopicFactory
 from tests.integration.scenerun import (
     Run,

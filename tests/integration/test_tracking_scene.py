@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from framebus.kafka.settings import KafkaSettings
-from framebus_tools.scene import Scene, default_scene
+from framebus_tools.scene import Scene
+from framebus_tools.scenes import default_scene
 from tests.integration.conftest import TopicFactory
 from tests.integration.scenerun import (
     Topics,

@@ -40,7 +40,8 @@ from framebus.topology import Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localcluster import LocalCluster
 from framebus_tools.pipeline import group_caught_up
 from framebus_tools.process import free_port
-from framebus_tools.scene import default_scene, scene_rules_document
+from framebus_tools.scene import scene_rules_document
+from framebus_tools.scenes import default_scene
 from framebus_tracker.settings import TrackerSettings
 from tests.integration.conftest import rtsp_server_available  # noqa: F401 - the fixture
 from tests.integration.rtsp import RtspCamera, needs_rtsp

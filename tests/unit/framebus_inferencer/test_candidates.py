@@ -32,8 +32,8 @@ from framebus_inferencer.settings import (
 from framebus_inferencer.stats import InferencerStats
 from framebus_inferencer.telemetry import StatsCollector
 from framebus_tools.onnxedit import to_float16, with_static_batch
-from framebus_tools.scene import default_scene
 from framebus_tools.scene_model import color_blob_model
+from framebus_tools.scenes import default_scene
 from framebus_tools.synthetic import write_bright_square_model
 from testkit.models import (
     end2end_model,

@@ -27,12 +27,11 @@ from framebus_tools.scene import (
     Actor,
     Box,
     Scene,
-    default_scene,
     scene_rules_document,
-    still_scene,
     write_scene_video,
 )
 from framebus_tools.scene_model import COLOUR_TOLERANCE, color_blob_model
+from framebus_tools.scenes import default_scene, still_scene
 
 RED, BLUE, GREEN, CAR, MAGENTA = range(5)
 CROSSING_T = 3.6  # the two walkers overlap by about half a box width

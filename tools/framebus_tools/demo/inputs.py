@@ -13,8 +13,9 @@ from framebus.kafka.topics import ensure_topics
 from framebus.settings import check, setting
 from framebus.topology import Sizing, TopicSettings, pipeline_specs
 from framebus_tools.pipeline import ServiceSpec
-from framebus_tools.scene import Scene, demo_scene, scene_rules_document, write_scene_video
+from framebus_tools.scene import Scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
+from framebus_tools.scenes import demo_scene
 
 # The colour detector at 320x320: a quarter of its cost at 640 (the demo shares 2 cores among four
 # services), and the 1280x720 scene's boxes still come back within a few pixels.
