@@ -156,7 +156,7 @@ class DecoderSettings:
     motion_lighting_fraction: float = setting(
         0.5,
         "More of the picture than this fraction changing at once is a lighting change: the "
-        "gate's background is reset and the frame sent in full, not counted as motion.",
+        "frame is sent in full (the gate's new reference), not counted as motion.",
     )
     video_enabled: bool = setting(
         False,

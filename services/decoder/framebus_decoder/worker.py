@@ -156,7 +156,7 @@ class CameraWorker:
         cam = self.camera
         pacer = RealtimePacer() if cam.realtime and cam.is_file else None
         if self._gate is not None:
-            self._gate.reset()  # a new stream (reconnect, file loop): a new background
+            self._gate.reset()  # a new stream (reconnect, file loop): no reference yet
         with VideoSource(cam, self._cfg.source) as source:
             self._report_device(source)
             self._stats.set_state(cam.id, CameraState.STREAMING)
