@@ -16,6 +16,7 @@ it follows from the data alone, as long as the tracker's state survived every fa
 from __future__ import annotations
 
 import dataclasses
+import signal
 import statistics
 import time
 import uuid
@@ -29,6 +30,7 @@ import confluent_kafka
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import Alert, Clip, ClipStatus, Detections, FrameStatus, Tracks
+from framebus.telemetry.watchdog import EXIT_STALLED
 from framebus_alerts.engine import AlertEngine
 from framebus_alerts.rules import load_rules
 from framebus_tracker.service import TrackProcessor
@@ -42,6 +44,8 @@ ALLOWED = {FrameStatus.INFERRED, FrameStatus.STILL, FrameStatus.DROPPED_STALE}
 WINDOW_SLACK_S = 10.0  # after every service is ready again, frames may still be catching up
 RSS_WARM_UP_S = 120.0  # as test_soak.py
 RSS_GROWTH = 0.20  # faults come and go: the soak's 10 % is for a run without them
+# A clean exit (the schedule's SIGTERM), the schedule's SIGKILL, the watchdog's restart request.
+EXPECTED_EXITS = frozenset({0, -signal.SIGKILL, EXIT_STALLED})
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,19 @@ def rss_growth(incarnations: Mapping[str, Sequence[Incarnation]]) -> tuple[list[
             if growth > RSS_GROWTH:
                 problems.append(f"{name} pid {inc.pid} RSS grew {growth:.1%} after warm-up")
     return problems, lines
+
+
+def unexpected_exits(restarts: Sequence[tuple[float, str, int]], start: float) -> list[str]:
+    """Each exit the supervisor saw that is neither clean, a SIGKILL nor the watchdog's.
+
+    A fault must be recovered from inside the service or end it the designed way: an exit 1
+    (a traceback) or 2 (an error) after a broker's death is a fault the service does not handle.
+    """
+    return [
+        f"{name} exited {code} at {when - start:.0f} s (expected {sorted(EXPECTED_EXITS)})"
+        for when, name, code in restarts
+        if code not in EXPECTED_EXITS
+    ]
 
 
 # --- Figures ------------------------------------------------------------------------------------

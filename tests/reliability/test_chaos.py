@@ -308,6 +308,7 @@ def _judge(
         *cc.camera_tails(frames, time.time() - (time.monotonic() - end), TAIL_SLACK_S),
         *[f"unexpected gap: {g}" for g in gaps if not g.kinds],
         *rss_problems,
+        *cc.unexpected_exits(supervisor.restarts, start),
     ]
     if dead:
         problems.append(f"{len(dead)} dead letters")

@@ -12,6 +12,7 @@ from tests.reliability.chaos_checks import (
     one_record_each,
     recovery_times,
     seq_gaps,
+    unexpected_exits,
 )
 
 SERVICES = ("decoder", "inferencer", "tracker", "alerts", "live", "clips")
@@ -68,3 +69,15 @@ def test_gaps_and_recovery_when_a_camera_cut_then_its_gap_explained_and_others_n
     assert gaps["a"].kinds == ("camera-cut",) and gaps["a"].lost == 64
     assert gaps["b"].kinds == ()  # another camera's cut explains nothing
     assert recovery_times([cut], changes, end=200.0) == {"decoder": [14.0]}
+
+
+def test_unexpected_exits_when_traceback_or_error_exit_then_named_but_kill_term_watchdog_not() -> (
+    None
+):
+    restarts = [(10.0, "tracker", 1), (20.0, "clips", 2), (30.0, "live", -9), (40.0, "alerts", 0)]
+    restarts.append((50.0, "inferencer", 70))
+    problems = unexpected_exits(restarts, 5.0)
+    assert [p.split(" (")[0] for p in problems] == [
+        "tracker exited 1 at 5 s",
+        "clips exited 2 at 15 s",
+    ]

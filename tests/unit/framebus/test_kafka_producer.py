@@ -78,3 +78,13 @@ def test_transactional_calls_when_watched_then_each_try_watched_with_twice_its_t
         ("commit_transaction", 30.0),
         ("commit_transaction", 30.0),
     ]
+
+
+def test_close_when_producer_failed_for_good_then_released_without_raising() -> None:
+    # A transactional producer in a fatal state raises from flush(); close() must still release
+    # it, or the exception masks the error that made it fatal and the rewind never happens.
+    p, client = scripted_producer({"flush": [FENCED, FENCED]})
+    p.begin_transaction()  # the client exists
+    assert p.close() == 0
+    assert [name for name, _a, _kw in client.calls].count("flush") == 1
+    assert p.close() == 0  # released: nothing left to flush

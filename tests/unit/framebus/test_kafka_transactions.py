@@ -12,11 +12,11 @@ import pytest
 from framebus.errors import KafkaError
 from framebus.kafka import producer as producer_module
 from framebus.kafka import transactions as transactions_module
-from framebus.kafka.producer import TransactionError, TxnErrorKind
 from framebus.kafka.transactions import (
     MAX_REWINDS,
     RewindError,
     Transactions,
+    is_fenced,
     rewind_backoff_s,
     rewinding,
 )
@@ -31,6 +31,9 @@ from tests.unit.framebus.stubproducer import (
 )
 
 STAGE_TIMEOUT_S = 4.0  # each call times out at 2 s
+INVALID_TXN_STATE = confluent_kafka.KafkaError(
+    confluent_kafka.KafkaError.INVALID_TXN_STATE, "failed to end transaction", fatal=True
+)
 REFUSED = confluent_kafka.KafkaError(confluent_kafka.KafkaError._STATE, "transaction aborting")
 
 
@@ -172,12 +175,45 @@ def test_send_when_begin_fails_for_good_then_fatal_and_never_aborted() -> None:
     assert "produce" not in client.names
 
 
-def test_abort_when_abort_itself_fails_for_good_then_fatal_transaction_error() -> None:
+def test_abort_when_abort_itself_fails_for_good_then_rewound_by_a_fresh_producer() -> None:
     txn, _client = engine({"commit_transaction": [ABORTABLE], "abort_transaction": [TIMED_OUT] * 5})
     txn.send("detections", b"a")
-    with pytest.raises(TransactionError) as caught:
+    with pytest.raises(RewindError, match="a fresh one takes over"):
         txn.commit({("frames", 0): 1}, "group")
-    assert caught.value.kind is TxnErrorKind.FATAL
+
+
+def test_abort_when_abort_fenced_then_fatal_kafka_error() -> None:
+    txn, _client = engine({"commit_transaction": [ABORTABLE], "abort_transaction": [FENCED]})
+    txn.send("detections", b"a")
+    with pytest.raises(KafkaError) as caught:
+        txn.commit({("frames", 0): 1}, "group")
+    assert not isinstance(caught.value, RewindError)
+
+
+def test_commit_when_fatal_but_not_fenced_then_rewound_and_never_aborted() -> None:
+    # What librdkafka gave once the coordinator's broker died mid-commit (the chaos soak).
+    txn, client = engine({"commit_transaction": [INVALID_TXN_STATE]})
+    txn.send("detections", b"a")
+    with pytest.raises(RewindError, match="INVALID_TXN_STATE"):
+        txn.commit({("frames", 0): 1}, "group")
+    assert "abort_transaction" not in client.names
+
+
+@pytest.mark.parametrize(
+    ("code", "fenced"),
+    [
+        ("_FENCED", True),
+        ("PRODUCER_FENCED", True),
+        ("INVALID_PRODUCER_EPOCH", True),
+        ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", True),
+        ("INVALID_TXN_STATE", False),
+        (None, False),
+    ],
+)
+def test_is_fenced_when_code_then_only_what_a_fresh_producer_cannot_cure(
+    code: str | None, fenced: bool
+) -> None:
+    assert is_fenced(code) is fenced
 
 
 def test_init_when_called_then_transactional_id_registered_with_call_timeout() -> None:

@@ -263,14 +263,23 @@ class Producer(LazyClient):
         """
         if self._client is None:
             return 0
-        pending = self.flush(timeout_s)
+        pending = self._flush_to_close(timeout_s)
         if pending:
             log.error("producer closed with %d undelivered records", pending)
             self._client.purge()  # each gets a failed delivery report, served by this flush
-            self._client.flush(1.0)
+            self._flush_to_close(1.0)
         with self._watch("producer.close", UNTIMED_CALL_BUDGET_S):
             self._client = None  # the last reference: librdkafka's handle is destroyed here
         return pending
+
+    def _flush_to_close(self, timeout_s: float) -> int:
+        try:
+            return self.flush(timeout_s)
+        except confluent_kafka.KafkaException as exc:
+            # A transactional producer that failed for good refuses to flush: what it holds
+            # belongs to a transaction that its successor's init_transactions aborts.
+            log.error("closing a producer that failed for good: %s", exc.args[0].str())
+            return len(self)
 
     def __len__(self) -> int:
         return 0 if self._client is None else len(self._client)

@@ -9,8 +9,9 @@ once its offsets may be committed, hands their marks and the group's metadata to
 
 A failed call is handled by its kind (`framebus.kafka.producer.TxnErrorKind`): the producer
 retries a retriable error itself; an abortable one, or a produce() refused inside the
-transaction, is aborted here and raised as RewindError; a fatal one (this producer was fenced)
-is raised as KafkaError, so the service ends instead of fighting the instance that took over.
+transaction, is aborted here and raised as RewindError; a fatal one is raised as KafkaError when
+this producer was fenced (the service ends instead of fighting the instance that took over), and
+otherwise as RewindError too: the rewind's fresh producer takes the transactional id over.
 Each call times out at half the stall timeout: the watchdog allows a call twice its timeout, so
 it ends only a call librdkafka itself never returns from.
 
@@ -37,6 +38,15 @@ MAX_REWINDS = 5  # aborted transactions in a row before giving up
 QUEUE_ROOM_S = 30.0
 REWIND_BACKOFF_S = 0.1  # doubled per rewind in a row, up to MAX_REWIND_BACKOFF_S
 MAX_REWIND_BACKOFF_S = 5.0
+_FENCED_CODES = frozenset(
+    {
+        "_FENCED",
+        "PRODUCER_FENCED",
+        "INVALID_PRODUCER_EPOCH",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+    }
+)
 
 
 class RewindError(KafkaError):
@@ -123,18 +133,39 @@ class Transactions:
             self._open = True
 
     def _abort(self, exc: KafkaError) -> KafkaError:
-        """Abort after a failed call and return the RewindError to raise (KafkaError if fatal).
+        """Abort after a failed call and return the RewindError to raise (KafkaError if fenced).
 
-        A fatal failure is not aborted: the producer can do no more, and the instance that
-        fenced it (or this one's restart) aborts the open transaction.
+        A fatal failure is not aborted: the producer can do no more. Fenced, the service ends
+        (another instance took over). Any other fatal failure (librdkafka has been seen to give
+        up with INVALID_TXN_STATE when the coordinator's broker dies mid-commit) rewinds too:
+        the fresh producer's `init` aborts the open transaction, as a restart's would.
         """
         self._open = False
         log.error("transaction failed: %s", exc)
-        if isinstance(exc, TransactionError) and exc.kind is TxnErrorKind.FATAL:
+        if not _is_fatal(exc):
+            try:  # the records (and states) sent so far go with the aborted transaction
+                self.producer.abort_transaction(self.timeout_s)
+            except TransactionError as failed:
+                log.error("abort failed: %s", failed)
+                exc = failed
+        if not _is_fatal(exc):
+            return RewindError(f"transaction aborted: {exc}", exc.code, self.committed)
+        if is_fenced(exc.code):
             return KafkaError(f"transaction failed: {exc}", exc.code)
-        # The records (and states) sent so far go with the aborted transaction.
-        self.producer.abort_transaction(self.timeout_s)
-        return RewindError(f"transaction aborted: {exc}", exc.code, self.committed)
+        return RewindError(f"producer failed, a fresh one takes over: {exc}", exc.code)
+
+
+def _is_fatal(exc: KafkaError) -> bool:
+    return isinstance(exc, TransactionError) and exc.kind is TxnErrorKind.FATAL
+
+
+def is_fenced(code: str | None) -> bool:
+    """True for an error that a fresh producer with the same transactional id cannot cure.
+
+    Fenced: another instance registered the id, and taking it back would fence that one in
+    turn. Refused: the id or the cluster is not authorized, which no retry changes.
+    """
+    return code in _FENCED_CODES
 
 
 def rewind_backoff_s(in_a_row: int) -> float:
