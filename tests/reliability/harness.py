@@ -183,6 +183,15 @@ def scrape(port: int) -> str:
         return str(resp.read().decode())
 
 
+def decoded_frames(port: int, camera: str) -> float:
+    """A decoder's `decoded` frames of `camera` from its /metrics; 0 while it does not listen yet."""
+    try:
+        text = scrape(port)
+    except OSError:
+        return 0.0
+    return metric(text, "framebus_decoder_frames_total", camera=camera, outcome="decoded")
+
+
 def decoder_summary(service: Service) -> dict[str, dict[str, int]]:
     """Per-camera counters from a decoder's last summary log lines (written at exit)."""
     out: dict[str, dict[str, int]] = {}

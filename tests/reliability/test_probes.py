@@ -33,6 +33,7 @@ from tests.integration.rtsp import RtspCamera, needs_rtsp
 from tests.reliability.conftest import MODEL_INPUT
 from tests.reliability.harness import (
     Service,
+    decoded_frames,
     decoder_summary,
     get_json,
     metric,
@@ -72,14 +73,6 @@ def throttled_client(kafka: KafkaSettings) -> Iterator[str]:
 def _ready(port: int) -> dict[str, Any]:
     code, body = get_json(f"http://127.0.0.1:{port}/readyz")
     return {**body, "code": code}
-
-
-def _decoded(port: int, camera: str) -> float:
-    try:
-        text = scrape(port)
-    except OSError:  # not listening yet
-        return 0.0
-    return metric(text, "framebus_decoder_frames_total", camera=camera, outcome="decoded")
 
 
 def test_decoder_readyz_when_one_camera_stalls_and_another_is_backpressured_then_each_named_apart_and_still_ready(
@@ -126,7 +119,7 @@ def test_decoder_readyz_when_one_camera_stalls_and_another_is_backpressured_then
         # and the bulk one is held back by the producer.
         wait_for(
             lambda: (
-                _decoded(port, "live") >= 5
+                decoded_frames(port, "live") >= 5
                 and "bulk" in _ready(port).get("backpressure_cameras", {})
             ),
             60,

@@ -18,6 +18,7 @@ from framebus.kafka.producer import Producer
 from framebus.messages import TensorLayout
 from framebus.telemetry.tracing import setup_tracing
 from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
+from framebus_decoder.freeze import FreezeClock, FreezeTicker, never_frozen
 from framebus_decoder.publisher import FramePublisher
 from framebus_decoder.sampler import spread_phase
 from framebus_decoder.settings import DecoderSettings
@@ -116,8 +117,11 @@ class DecoderService:
         stop: threading.Event,
         stats: DecoderStats,
         video_producer: Producer | None = None,
+        freeze: FreezeClock | None = None,
     ) -> None:
+        """`freeze`: the process's clock of time it did not run, which cameras' stalls discount."""
         self.settings = settings
+        self._frozen_s = never_frozen if freeze is None else freeze.frozen_s
         self.stats = stats
         self._stop = stop
         self._config = worker_config(settings)
@@ -166,6 +170,7 @@ class DecoderService:
             self._stop,
             sample_phase=phase,
             video=self.video,
+            frozen_s=self._frozen_s,
         )
         self.workers[camera.id] = worker
         self.stats.set_state(camera.id, CameraState.STARTING)
@@ -245,7 +250,8 @@ def run(
     stats = stats or DecoderStats()
     cameras = load_cameras(settings)
     producer = Producer(settings.kafka, overrides=producer_overrides(settings))
-    service = DecoderService(settings, producer, stop, stats)
+    ticker = FreezeTicker(FreezeClock(time.monotonic()), stats).start()
+    service = DecoderService(settings, producer, stop, stats, freeze=ticker.clock)
     telemetry = decoder_telemetry(settings.http_port or None, stats, settings.kafka)
     setup_tracing("framebus-decoder", os.environ)
     # Cameras start only once the producer can send: a frame captured earlier would wait behind
@@ -286,6 +292,7 @@ def run(
             drain_end = time.monotonic() + settings.drain_timeout_s
             undelivered = service.publisher.close(settings.drain_timeout_s)
             video_undelivered = service.video.close(max(0.0, drain_end - time.monotonic()))
+            ticker.stop()
     log_summary(stats)
     snaps = stats.snapshot().values()
     failed_cameras = [s.camera_id for s in snaps if s.state is CameraState.FAILED]

@@ -104,7 +104,9 @@ class DecoderSettings:
     )
     open_timeout_s: float = setting(10.0, "Give up opening a source after this many seconds.")
     stall_timeout_s: float = setting(
-        10.0, "No frame from a source for this long (not counting backpressure) = reconnect."
+        10.0,
+        "No frame from a source for this long = reconnect. Time held back by backpressure and "
+        "time the decoder process itself did not run (stopped, starved of CPU) do not count.",
     )
     reconnect_initial_s: float = setting(0.5, "First reconnect delay; it doubles on each failure.")
     reconnect_max_s: float = setting(30.0, "Longest reconnect delay.")

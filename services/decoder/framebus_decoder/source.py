@@ -39,6 +39,10 @@ NO_VIDEO = "no_video_stream"
 UNSUPPORTED_CODEC = "unsupported_codec"
 DECODE_ERROR = "decode_error"
 STALL = "stall"
+# A read cut short by its timeout while the decoder process itself did not run
+# (framebus_decoder.freeze): reopened at once, not counted as an error; a file that does not loop
+# cannot start again, so it fails.
+FROZEN = "frozen"
 ENDED = "ended"
 # FFmpeg's AVColorSpace and AVColorRange codes, as PyAV's VideoFrame reports them.
 AVCOL_SPC_BT709 = 1

@@ -91,6 +91,7 @@ class DecoderStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cameras: dict[str, CameraStats] = {}
+        self._frozen_s = 0.0  # the whole process's, not a camera's: framebus_decoder.freeze
 
     def _cam(self, camera_id: str) -> CameraStats:
         cam = self._cameras.get(camera_id)
@@ -144,6 +145,16 @@ class DecoderStats:
             cam = self._cam(camera_id)
             cam.video[outcome] += n
             cam.video_bytes += nbytes
+
+    def froze(self, seconds: float) -> None:
+        """Count time the decoder process did not run (not held against its cameras)."""
+        with self._lock:
+            self._frozen_s += seconds
+
+    def frozen_s(self) -> float:
+        """Seconds the decoder process did not run, so far."""
+        with self._lock:
+            return self._frozen_s
 
     def set_state(self, camera_id: str, state: CameraState, reason: str = "") -> None:
         """Record the camera's current state (and why, for RECONNECTING and FAILED)."""

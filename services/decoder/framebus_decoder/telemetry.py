@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from framebus.kafka.settings import KafkaSettings
@@ -75,6 +76,12 @@ class DecoderCollector(Collector):
             "1 for where the camera's current source decodes: software or a device type (cuda).",
             ["camera", "device"],
             {(cid, snap.device): 1 for cid, snap in snaps.items() if snap.device},
+        )
+        yield CounterMetricFamily(
+            f"{p}_frozen_seconds",
+            "Seconds the decoder process itself did not run (stopped, or starved of CPU), not "
+            "counted against its cameras' stall timeout.",
+            value=self._stats.frozen_s(),
         )
         yield from motion_families(snaps)
         yield from video_families(snaps)

@@ -6,6 +6,8 @@ import random
 import time
 from collections.abc import Callable
 
+from framebus_decoder.freeze import never_frozen
+
 
 class Backoff:
     """Exponential reconnect delays with jitter: initial, 2x, 4x, ... capped at `max_s`."""
@@ -78,20 +80,37 @@ class RealtimePacer:
 
 
 class StallWatch:
-    """Tracks the last time a source made progress; time held back by backpressure is excused."""
+    """Tracks the last time a source made progress; time held back is excused.
 
-    def __init__(self, timeout_s: float, now_s: float) -> None:
+    Held back: a wait on backpressure (reported as progress) or time the process itself did not
+    run (`frozen_s`, a `FreezeClock`'s: seconds frozen so far), which is the decoder's, not the
+    source's.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float,
+        now_s: float,
+        frozen_s: Callable[[float], float] = never_frozen,
+    ) -> None:
         self._timeout = timeout_s
+        self._frozen = frozen_s
         self._last = now_s
+        self._frozen_at_last = frozen_s(now_s)
 
     def progress(self, now_s: float) -> None:
         """The source delivered a frame, or a wait on the producer ended."""
         self._last = now_s
+        self._frozen_at_last = self._frozen(now_s)
 
     def stalled(self, now_s: float) -> bool:
-        """True when nothing came for longer than the timeout."""
-        return now_s - self._last > self._timeout
+        """True when nothing came for longer than the timeout while the process ran."""
+        return self.idle_s(now_s) > self._timeout
 
     def idle_s(self, now_s: float) -> float:
-        """Seconds since the last progress."""
-        return now_s - self._last
+        """Seconds since the last progress, less those the process was frozen meanwhile."""
+        return now_s - self._last - self.frozen_s(now_s)
+
+    def frozen_s(self, now_s: float) -> float:
+        """Seconds since the last progress that the process was frozen."""
+        return self._frozen(now_s) - self._frozen_at_last

@@ -6,14 +6,16 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from framebus.compression import compress
 from framebus.letterbox import Letterbox
 from framebus.messages import Compression, TensorLayout
 from framebus.pixels import FrameFormat
 from framebus_decoder.cameras import Camera
+from framebus_decoder.freeze import never_frozen
 from framebus_decoder.motion import MotionGate
 from framebus_decoder.preprocess import LetterboxBuffer
 from framebus_decoder.publisher import FramePublisher, PendingFrame
@@ -21,6 +23,7 @@ from framebus_decoder.sampler import FpsSampler
 from framebus_decoder.settings import BackpressurePolicy, HwAccel
 from framebus_decoder.source import (
     ENDED,
+    FROZEN,
     STALL,
     SourceFailure,
     SourceOptions,
@@ -70,8 +73,11 @@ class CameraWorker:
         stop: threading.Event,
         sample_phase: float = 0.0,
         video: VideoPublisher | None = None,
+        frozen_s: Callable[[float], float] = never_frozen,
     ) -> None:
+        """`frozen_s`: seconds the process did not run so far (the decoder's `FreezeClock`)."""
         self.camera = camera
+        self._frozen_s = frozen_s
         self._video = video if camera.video else None
         self.sample_phase = sample_phase
         self._cfg = config
@@ -123,6 +129,9 @@ class CameraWorker:
             except SourceFailure as exc:
                 if self.stopping():
                     break
+                if exc.reason == FROZEN and (cam.loop or not cam.is_file):
+                    self._reopen_after_freeze(exc)
+                    continue
                 self._stats.error(cam.id, exc.reason, str(exc))
                 if cam.is_file:
                     log.error("camera failed: %s", exc, extra=self._extra(exc.reason))
@@ -143,6 +152,14 @@ class CameraWorker:
         self._stats.set_state(cam.id, final)
         log.info("camera stopped", extra={"camera_id": cam.id, "state": final.value})
 
+    def _reopen_after_freeze(self, exc: SourceFailure) -> None:
+        """Reopen at once, no backoff and no source error: the source did nothing wrong.
+
+        A looping file starts its current loop again (the read cut short cannot be resumed).
+        """
+        self._stats.incr(self.camera.id, "reconnects")
+        log.info("camera source reopened: %s", exc, extra=self._extra(exc.reason))
+
     def _extra(self, reason: str, **more: object) -> dict[str, object]:
         return {"camera_id": self.camera.id, "url": self.camera.url, "reason": reason, **more}
 
@@ -160,10 +177,10 @@ class CameraWorker:
         with VideoSource(cam, self._cfg.source) as source:
             self._report_device(source)
             self._stats.set_state(cam.id, CameraState.STREAMING)
-            watch = StallWatch(self._cfg.stall_timeout_s, time.monotonic())
+            watch = StallWatch(self._cfg.stall_timeout_s, time.monotonic(), self._frozen_s)
             # A new stream (open, reconnect, file loop) is a new video segment.
             tap = None if self._video is None else PacketTap(cam.id, self._video.submit, pacer)
-            for frame, pts_s, received in source.frames(offset, tap):
+            for frame, pts_s, received in self._frames(source, offset, tap, watch):
                 if self.stopping():
                     return offset
                 if watch.stalled(received):
@@ -182,6 +199,18 @@ class CameraWorker:
                 if self._hand_over(frame, pts_s, capture_us):
                     watch.progress(time.monotonic())  # time held back is backpressure
             return offset + source.duration_s
+
+    def _frames(
+        self, source: VideoSource, offset: float, tap: PacketTap | None, watch: StallWatch
+    ) -> Iterator[tuple[Any, float, float]]:
+        """The source's frames; a read cut short only because the process froze is FROZEN."""
+        try:
+            yield from source.frames(offset, tap)
+        except SourceFailure as exc:
+            frozen = freeze_failure(exc, watch, time.monotonic())
+            if frozen is None:
+                raise
+            raise frozen from exc
 
     def _report_device(self, source: VideoSource) -> None:
         """Count where the source decodes; log a fallback to software the first time only."""
@@ -268,6 +297,21 @@ class CameraWorker:
         tensor = compress(self._cfg.compression, data)
         self._pool.put(buffer)
         return tensor, _nothing, self._cfg.compression
+
+
+def freeze_failure(exc: SourceFailure, watch: StallWatch, now_s: float) -> SourceFailure | None:
+    """FROZEN for a read cut short by its timeout that is no stall once freezes are discounted.
+
+    PyAV's read timeout counts the time the process did not run, the stall watch does not.
+    None when `exc` is another failure, or a stall indeed.
+    """
+    if exc.reason != STALL or watch.stalled(now_s):
+        return None
+    return SourceFailure(
+        FROZEN,
+        f"{exc}: cut short by the read timeout after the decoder itself did not run for "
+        f"{watch.frozen_s(now_s):.1f} s",
+    )
 
 
 def _nothing() -> None:

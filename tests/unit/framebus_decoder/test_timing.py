@@ -1,5 +1,6 @@
 import pytest
 
+from framebus_decoder.freeze import FreezeClock
 from framebus_decoder.timing import Backoff, RealtimePacer, StallWatch
 
 
@@ -46,3 +47,42 @@ def test_pacer_when_frames_are_late_or_early_then_capture_time_follows_the_files
     pacer.wait_s(5.5, now_s=50.53)  # woke 30 ms late
     assert pacer.scheduled_us(5.5) == 1_000_500_000
     assert pacer.scheduled_us(6.0) == 1_001_000_000
+
+
+def _ticking(clock: FreezeClock, start_s: float, end_s: float) -> None:
+    """The ticker's ticks, on time, from `start_s` to `end_s`."""
+    for i in range(round((end_s - start_s) / 0.2) + 1):
+        clock.tick(start_s + i * 0.2)
+
+
+def test_stall_watch_when_the_process_froze_past_the_timeout_then_not_stalled() -> None:
+    clock = FreezeClock(0.0)
+    watch = StallWatch(3.0, now_s=0.1, frozen_s=clock.frozen_s)
+    _ticking(clock, 0.0, 0.2)
+    # SIGSTOP at 0.3 s, SIGCONT at 15 s: the worker sees a frame before the ticker ticks.
+    assert not watch.stalled(15.0)
+    assert watch.frozen_s(15.0) == pytest.approx(14.6)
+    watch.progress(15.0)
+    _ticking(clock, 15.1, 18.1)
+    assert not watch.stalled(17.9)
+    assert watch.stalled(18.1)  # a real stall after the freeze is still one
+
+
+def test_stall_watch_when_the_source_is_silent_while_the_process_runs_then_stalled() -> None:
+    clock = FreezeClock(0.0)
+    watch = StallWatch(3.0, now_s=0.0, frozen_s=clock.frozen_s)
+    _ticking(clock, 0.0, 3.0)  # a worker blocked in FFmpeg holds no GIL: the ticker runs on
+    assert not watch.stalled(2.9)
+    assert watch.stalled(3.1)
+    assert watch.idle_s(3.1) == pytest.approx(3.1)
+
+
+def test_stall_watch_when_a_stall_straddles_a_freeze_then_only_the_unfrozen_part_counts() -> None:
+    clock = FreezeClock(0.0)
+    watch = StallWatch(3.0, now_s=0.0, frozen_s=clock.frozen_s)
+    _ticking(clock, 0.0, 2.0)  # 2 s silent while running
+    _ticking(clock, 12.0, 12.4)  # then frozen 10 s: 9.8 s of it not counted
+    assert watch.idle_s(12.4) == pytest.approx(2.6)
+    assert not watch.stalled(12.4)
+    _ticking(clock, 12.4, 12.8)
+    assert watch.stalled(12.9)  # 3.1 s unfrozen: 2.2 s up to the freeze's end, 0.9 s after
