@@ -25,7 +25,7 @@ from typing import Any
 from framebus.kafka.settings import KafkaSettings
 from framebus_tools.localcluster import LocalCluster
 from tests.integration.rtsp import RtspCamera
-from tests.reliability.harness import Service, cluster_metadata, rss_kb
+from tests.reliability.harness import Service, cluster_metadata, metric, rss_kb, scrape
 
 
 class FaultKind(enum.Enum):
@@ -46,6 +46,9 @@ CUT_S = 10.0
 # A /readyz answers within this (its Kafka check waits up to 2 s for a broker); a stopped
 # process does not answer at all, and counts as unready.
 PROBE_TIMEOUT_S = 4.0
+# A producer's queue fills while brokers are away or slow (up to its queue.buffering.max.kbytes)
+# and empties when they catch up: RSS sampled over this many queued records is not judged.
+BACKLOG_RECORDS = 15
 HOLD_S = {
     FaultKind.SIGKILL: RESTART_DELAY_S,
     FaultKind.SIGTERM: RESTART_DELAY_S,
@@ -141,6 +144,7 @@ class Incarnation:
     started: float
     rss: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, KiB)
     exit_code: int | None = None
+    backlogged: list[float] = field(default_factory=list)  # RSS sample times with a backlog
 
 
 @dataclass
@@ -154,6 +158,8 @@ class Supervised:
     service: Service | None = None
     held_until: float = 0.0  # not started again before this (monotonic)
     incarnations: list[Incarnation] = field(default_factory=list)
+    # Records it holds for a broker (None: unknown, it did not answer); None: not asked.
+    backlog: Callable[[Supervised], int | None] | None = None
 
     def start(self) -> None:
         """Start a new process (its output appended to the same log)."""
@@ -171,6 +177,19 @@ class Supervised:
     def url(self) -> str:
         """Base URL of its /readyz and /metrics."""
         return f"http://127.0.0.1:{self.env['FRAMEBUS_HTTP_PORT']}"
+
+
+def decoder_backlog(s: Supervised) -> int | None:
+    """Frames the decoder handed to its producer and the broker has not acknowledged yet."""
+    try:
+        text = scrape(int(s.env["FRAMEBUS_HTTP_PORT"]), timeout_s=PROBE_TIMEOUT_S / 2)
+    except OSError:
+        return None
+
+    def frames(outcome: str) -> float:
+        return metric(text, "framebus_decoder_frames_total", outcome=outcome)
+
+    return int(frames("published") - frames("delivered") - frames("delivery_failed"))
 
 
 class Supervisor:
@@ -204,10 +223,16 @@ class Supervisor:
             self._next_rss = now + self.rss_every_s
             for s in self.services.values():
                 if s.proc.alive():
-                    try:
-                        s.incarnations[-1].rss.append((now, rss_kb(s.proc.pid)))
-                    except FileNotFoundError:
-                        continue  # exited between the check and the read: next tick restarts it
+                    self._sample_rss(s, now)
+
+    def _sample_rss(self, s: Supervised, now: float) -> None:
+        try:
+            s.incarnations[-1].rss.append((now, rss_kb(s.proc.pid)))
+        except FileNotFoundError:
+            return  # exited between the check and the read: next tick restarts it
+        held = None if s.backlog is None else s.backlog(s)
+        if s.backlog is not None and (held is None or held > BACKLOG_RECORDS):
+            s.incarnations[-1].backlogged.append(now)
 
     def stop_all(self, timeout_s: float = 60.0) -> dict[str, int]:
         """SIGTERM to every service at once; each one's exit code (SIGKILL past `timeout_s`)."""

@@ -344,12 +344,15 @@ def rss_growth(incarnations: Mapping[str, Sequence[Incarnation]]) -> tuple[list[
 
     Compares the median of the last third of the samples after warm-up to the first third's:
     a leak grows steadily, while a fault's backlog (a producer queue while a broker is away) is
-    a bump that comes and goes.
+    a bump that comes and goes, bounded by the queue's size. Samples taken with a backlog (the
+    supervisor's `backlog` probe) are left out: a fault near the end would otherwise leave its
+    bump in the last third.
     """
     problems, lines = [], []
     for name, incs in incarnations.items():
         for inc in incs:
-            after = [kb for t, kb in inc.rss if t - inc.started >= RSS_WARM_UP_S]
+            skip = set(inc.backlogged)
+            after = [kb for t, kb in inc.rss if t - inc.started >= RSS_WARM_UP_S and t not in skip]
             if len(after) < 6:
                 continue
             third = len(after) // 3
@@ -357,7 +360,7 @@ def rss_growth(incarnations: Mapping[str, Sequence[Incarnation]]) -> tuple[list[
             growth = (last - first) / first
             lines.append(
                 f"{name} pid {inc.pid}: {first / 1024:.0f} -> {last / 1024:.0f} MiB "
-                f"({growth:+.1%}, {len(after)} samples)"
+                f"({growth:+.1%}, {len(after)} samples, {len(skip)} with a backlog left out)"
             )
             if growth > RSS_GROWTH:
                 problems.append(f"{name} pid {inc.pid} RSS grew {growth:.1%} after warm-up")

@@ -176,10 +176,10 @@ def rss_kb(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def scrape(port: int) -> str:
+def scrape(port: int, timeout_s: float = 5.0) -> str:
     """The /metrics text of a service."""
     url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback test server
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - loopback server
         return str(resp.read().decode())
 
 

@@ -51,6 +51,7 @@ from tests.reliability.chaos import (
     Injector,
     Supervised,
     Supervisor,
+    decoder_backlog,
     drive,
     make_schedule,
     supervise_until,
@@ -154,11 +155,8 @@ def _services(
             input_height=INPUT_SIZE,
             backpressure="block",  # a broker's death stalls it, not its own drop policy
             drain_timeout_s=30,
-            # Above the SIGSTOP fault's 15 s: a decoder frozen for longer than this declares its
-            # file cameras failed for good when it resumes (they are not reopened), keeps running
-            # on the RTSP camera, stays ready and exits 1 at the end. Found by this soak; the
-            # cut RTSP camera is noticed by its stream's end, not by this timeout.
-            stall_timeout_s=20,
+            # The default stall timeout (10 s), under the SIGSTOP fault's 15 s: a frozen decoder
+            # must not take its own freeze for its cameras' stall (found by this soak, fixed).
             open_timeout_s=3,
             reconnect_initial_s=0.3,
             reconnect_max_s=1.0,
@@ -196,6 +194,7 @@ def _services(
             commands.get(name, name),
             service_env(kafka, names, http_port=free_port(), **extra),
             tmp_path / f"{name}.log",
+            backlog=decoder_backlog if name == "decoder" else None,
         )
         for name, extra in envs.items()
     ]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from framebus.messages import Detections, FrameStatus, Tracks
-from tests.reliability.chaos import Fault, FaultKind, Injected, make_schedule
+from tests.reliability.chaos import Fault, FaultKind, Incarnation, Injected, make_schedule
 from tests.reliability.chaos_checks import (
     capture_gaps,
     fault_windows,
     one_record_each,
     recovery_times,
+    rss_growth,
     seq_gaps,
     unexpected_exits,
 )
@@ -81,3 +82,13 @@ def test_unexpected_exits_when_traceback_or_error_exit_then_named_but_kill_term_
         "tracker exited 1 at 5 s",
         "clips exited 2 at 15 s",
     ]
+
+
+def test_rss_growth_when_bump_is_a_producer_backlog_then_left_out_but_a_leak_is_not() -> None:
+    # 150 MiB flat, then 220 MiB for the last samples: a queue filled by a broker's outage.
+    samples = [(120.0 + 10 * i, (150 if i < 12 else 220) * 1024) for i in range(18)]
+    bump = Incarnation(1, 0.0, samples, backlogged=[t for t, kb in samples if kb > 150 * 1024])
+    leak = Incarnation(2, 0.0, samples)
+    problems, lines = rss_growth({"decoder": [bump, leak]})
+    assert problems == ["decoder pid 2 RSS grew 46.7% after warm-up"]
+    assert "6 with a backlog left out" in lines[0]
