@@ -7,8 +7,9 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
+from framebus.kafka.reader import Reader
 from framebus.kafka.settings import KafkaSettings
-from framebus.kafka.topics import partition_count
+from framebus.kafka.topics import TopicSpec, ensure_topics, partition_count
 from framebus_tools.cli import main
 
 pytestmark = pytest.mark.integration
@@ -59,3 +60,19 @@ def test_topics_create_when_every_name_given_then_whole_pipeline_created_under_t
         resource = ConfigResource("topic", changelog)
         configs = admin.describe_configs([resource])[resource].result(timeout=10)
         assert configs["cleanup.policy"].value == "compact"
+
+
+def test_ensure_topics_when_created_then_every_partition_led_for_a_fresh_client_at_once(
+    kafka: KafkaSettings,
+) -> None:
+    # A client asking right after creation was told the topic does not exist (the demo's first
+    # run on a just-started broker failed so): ensure_topics returns once brokers serve them.
+    run = uuid.uuid4().hex[:10]
+    specs = [TopicSpec(f"t-{run}.{i}", partitions=8) for i in range(6)]
+    assert ensure_topics(kafka, specs) == [s.name for s in specs]
+    reader = Reader(kafka)
+    try:
+        for s in specs:
+            assert reader.partitions(s.name, timeout_s=5) == list(range(8))
+    finally:
+        reader.close()

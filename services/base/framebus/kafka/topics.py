@@ -6,7 +6,9 @@ Which topics exist and how each is configured is `framebus.topology`'s to say.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -17,6 +19,7 @@ from framebus.kafka.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 MAX_COPIES = 3  # replicas of a topic where the cluster has that many brokers
+LEADER_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,36 @@ def ensure_topics(
                 log.info("topic %s already exists", name)
                 continue
             raise KafkaError(f"cannot create topic {name}: {err.str()}", err.name()) from exc
+    partitions = {s.name: s.partitions for s in specs if s.name in created}
+    _wait_for_leaders(admin, partitions, time.monotonic() + timeout_s)
     return created
+
+
+def _wait_for_leaders(admin: AdminClient, partitions: dict[str, int], deadline: float) -> None:
+    """Wait until every new topic's partitions have a leader in the metadata brokers serve.
+
+    CreateTopics answers once the controller made the topics; brokers learn of them a little
+    later, and a client asking meanwhile is told the topic does not exist.
+    """
+    waiting = dict(partitions)
+    while waiting:
+        try:
+            topics = admin.list_topics(timeout=LEADER_POLL_S * 10).topics
+        except confluent_kafka.KafkaException as exc:
+            log.warning("cannot read the new topics' metadata: %s", exc.args[0].str())
+            topics = {}
+        waiting = {n: count for n, count in waiting.items() if not _led(topics.get(n), count)}
+        if waiting and time.monotonic() >= deadline:
+            log.warning("new topics without a leader yet: %s", ", ".join(sorted(waiting)))
+            return
+        if waiting:
+            time.sleep(LEADER_POLL_S)
+
+
+def _led(meta: Any, count: int) -> bool:
+    if meta is None or meta.error is not None or len(meta.partitions) != count:
+        return False
+    return all(p.leader >= 0 for p in meta.partitions.values())
 
 
 def broker_count(settings: KafkaSettings, timeout_s: float = 10.0) -> int:
