@@ -100,8 +100,9 @@ def test_pipeline_when_seeded_faults_hit_services_brokers_and_cameras_then_every
 
     scene = default_scene()
     inputs = scene_inputs(scene, media_dir / "scene-720p.mp4", tmp_path, DWELL_S)
-    # The rules on one scene camera only: about 0.4 alerts a second, what `framebus clips` (about
-    # 2.5 s an alert here) keeps up with; on both its backlog outgrew the drain.
+    # The rules on one scene camera only: about 0.4 alerts a second, what `framebus clips` kept up
+    # with at 2.5 s an alert; on both its backlog outgrew the drain. Since its reader's fix an
+    # alert takes tens of ms (docs/reliability.md); not yet re-run with the rules on both.
     rules = tmp_path / "rules-one-camera.yaml"
     doc = scene_rules_document(scene, dwell_s=DWELL_S, camera=FILE_CAMERAS[0])
     rules.write_text(yaml.safe_dump(doc), encoding="utf-8")

@@ -20,11 +20,16 @@ class UnknownSchemaError(CodecError):
 
 
 class KafkaError(FramebusError):
-    """A Kafka operation failed; carries librdkafka's error code name when there is one."""
+    """A Kafka operation failed; carries librdkafka's error code name when there is one.
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    `retriable` is librdkafka's own flag (`KafkaError.retriable()`): the same call may succeed
+    when made again (`framebus.kafka.retry`).
+    """
+
+    def __init__(self, message: str, code: str | None = None, retriable: bool = False) -> None:
         super().__init__(message if code is None else f"{message} [{code}]")
         self.code = code
+        self.retriable = retriable
 
 
 class DeliveryError(KafkaError):

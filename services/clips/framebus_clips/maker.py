@@ -167,13 +167,28 @@ class ClipMaker:
         return uri, None
 
     def _find_frame(self, alert: Alert) -> Frame | None:
-        """The alert's frame, or the last full frame before it (a still frame has no pixels)."""
+        """The alert's frame, or the last full frame before it (a still frame has no pixels).
+
+        Read first from the alert's capture time: a frame's Kafka timestamp (when it was
+        produced) is at or after its capture, so that read starts at or before the alert's frame
+        and takes a few records. Only when it finds no full frame is `snapshot_search_s` read.
+        """
         topic = self.settings.topics.frames_topic
         partition = self._reader.partition_of(topic, alert.camera_id)
         if partition is None:
             return None
-        from_ms = (alert.capture_ts_us - _us(self.settings.snapshot_search_s)) // 1000
         deadline = time.monotonic() + READ_BUDGET_S
+        alert_ms = alert.capture_ts_us // 1000
+        search_ms = (alert.capture_ts_us - _us(self.settings.snapshot_search_s)) // 1000
+        best = self._scan_frames(alert, topic, partition, alert_ms, deadline)
+        if best is None and search_ms < alert_ms:
+            best = self._scan_frames(alert, topic, partition, search_ms, deadline)
+        return best
+
+    def _scan_frames(
+        self, alert: Alert, topic: str, partition: int, from_ms: int, deadline: float
+    ) -> Frame | None:
+        """The best frame for the alert among the camera's frames from `from_ms` to the alert's."""
         best: Frame | None = None
         for item in self._reader.values(topic, partition, alert.camera_id, from_ms, deadline):
             if isinstance(item, Idle):

@@ -19,6 +19,7 @@ from opentelemetry import trace
 
 from framebus.codec import AlertCodec, ClipCodec
 from framebus.kafka.protocol import MessageProto
+from framebus.kafka.retry import RetryPolicy
 from framebus.kafka.settings import instance_transactional_id
 from framebus.kafka.stateful import Output, Processed, StatefulConfig
 from framebus.kafka.topics import ensure_topics
@@ -106,7 +107,7 @@ def _serve(
     settings: ClipsSettings, store: ClipStore, stop: threading.Event, tracer: trace.Tracer | None
 ) -> int:
     stats = ClipsStats()
-    reader = CameraReader(settings.kafka)
+    reader = CameraReader(settings.kafka, RetryPolicy(settings.read_retry_s), stats.read_retried)
     maker = ClipMaker(settings, reader, stats, store=store)
     processor = ClipProcessor(maker, settings.topics.clips_topic, tracer)
 

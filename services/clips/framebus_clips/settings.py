@@ -100,10 +100,16 @@ class ClipsSettings:
     )
     snapshot_search_s: float = setting(
         10.0,
-        "Seconds before the alert's frame the frames topic is read from, for the alert's frame "
-        "(or, when it is still, the last full frame before it).",
+        "Seconds before the alert's frame the frames topic is searched for the last full frame, "
+        "when the alert's frame (read from its own time) is still or missing.",
     )
     jpeg_quality: int = setting(90, "JPEG quality of the snapshot, 1 to 100.")
+    read_retry_s: float = setting(
+        30.0,
+        "Seconds a read of the video or frames topic is tried again after a transient Kafka "
+        "error (a broker away, a partition's leader moving); then the service exits 2 without "
+        "committing the alert, which the restarted service retries.",
+    )
     video_retention_ms: int = setting(
         Sizing.video_retention_ms,
         "The video topic's retention (as `framebus topics create` set it): an alert whose "
@@ -134,6 +140,7 @@ class ClipsSettings:
         )
         check(self.snapshot_search_s >= 0, "snapshot_search_s", "must be >= 0")
         check(1 <= self.jpeg_quality <= 100, "jpeg_quality", "must be 1 to 100")
+        check(self.read_retry_s > 0, "read_retry_s", "must be > 0")
         check(self.video_retention_ms >= 1, "video_retention_ms", "must be >= 1")
         check(self.alerts_partitions >= 1, "alerts_partitions", "must be >= 1")
         target = self.clips_target or ""

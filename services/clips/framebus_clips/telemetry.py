@@ -37,6 +37,13 @@ class ClipsCollector:
             s.snapshots,
         )
         yield counters(
+            f"{p}_read_retries",
+            "Transient Kafka errors (a broker away, a leader moving) the reads of the video and "
+            "frames topics were retried after, per librdkafka error name.",
+            ["code"],
+            s.read_retries,
+        )
+        yield counters(
             f"{p}_errors",
             "Errors of the clips service, per kind (undecodable_video, undecodable_frame, "
             "undecodable_alert, write).",

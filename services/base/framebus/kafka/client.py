@@ -6,6 +6,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
+from framebus.errors import KafkaError
+
 
 class LazyClient:
     """Holds a librdkafka configuration and builds the confluent_kafka client on first use."""
@@ -41,3 +43,11 @@ class LazyClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def librdkafka_error(what: str, err: Any) -> KafkaError:
+    """A confluent_kafka.KafkaError `err` as KafkaError: `what` failed, and librdkafka's why.
+
+    Keeps librdkafka's error name and retriable flag, which `framebus.kafka.retry` decides by.
+    """
+    return KafkaError(f"{what}: {err.str()}", err.name(), bool(err.retriable()))

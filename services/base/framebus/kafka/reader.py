@@ -15,19 +15,17 @@ from typing import Any
 import confluent_kafka
 
 from framebus.errors import KafkaError
-from framebus.kafka.client import LazyClient
+from framebus.kafka.client import LazyClient, librdkafka_error
 from framebus.kafka.protocol import MessageProto, TopicPartition
+from framebus.kafka.retry import RetryPolicy, retry_transient
 from framebus.kafka.settings import KafkaSettings
 
 BEGINNING = confluent_kafka.OFFSET_BEGINNING
 END = confluent_kafka.OFFSET_END
 # A just-created topic answers these while it elects its leaders: asked again.
-_ELECTING = {
-    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
-    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
-    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
-}
+_ELECTING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"})
 ELECTION_WAIT_S = 20.0
+ELECTION_RETRY_S = 0.5
 
 
 class TopicMissingError(KafkaError):
@@ -58,10 +56,7 @@ class Reader(LazyClient):
         try:
             meta = self._raw.list_topics(topic, timeout=timeout_s).topics.get(topic)
         except confluent_kafka.KafkaException as exc:
-            err = exc.args[0]
-            raise KafkaError(
-                f"cannot read the metadata of {topic}: {err.str()}", err.name()
-            ) from exc
+            raise librdkafka_error(f"cannot read the metadata of {topic}", exc.args[0]) from exc
         if meta is None or meta.error is not None or not meta.partitions:
             raise TopicMissingError(f"topic {topic} does not exist", "UNKNOWN_TOPIC_OR_PART")
         return sorted(meta.partitions)
@@ -73,6 +68,21 @@ class Reader(LazyClient):
             tp = confluent_kafka.TopicPartition(topic, p)
             out[p] = self._raw.get_watermark_offsets(tp, timeout=timeout_s)[1]
         return out
+
+    def offsets_for_times(self, wanted: list[Any], what: str, timeout_s: float = 10.0) -> list[Any]:
+        """Each partition's first offset at or after its time (-1: none yet).
+
+        KafkaError, `what` and librdkafka's reason, when the request or a partition's answer
+        fails (a partition whose leader is moving answers with an error, not an offset).
+        """
+        try:
+            found = list(self._raw.offsets_for_times(wanted, timeout=timeout_s))
+        except confluent_kafka.KafkaException as exc:
+            raise librdkafka_error(what, exc.args[0]) from exc
+        failed = next((tp for tp in found if tp.error is not None), None)
+        if failed is not None:
+            raise librdkafka_error(f"{what} ({failed.topic}[{failed.partition}])", failed.error)
+        return found
 
     def start(self, topics: Sequence[str], at: int = BEGINNING) -> None:
         """Read every partition of `topics` from `at`: BEGINNING, END, or a time in ms.
@@ -148,17 +158,9 @@ class Reader(LazyClient):
         return {**self._settings_config, "group.id": group}
 
     def _offsets_for_time(self, topic: str, at_ms: int) -> list[Any]:
-        deadline = time.monotonic() + ELECTION_WAIT_S
-        while True:
-            wanted = [
-                confluent_kafka.TopicPartition(topic, p, at_ms) for p in self.partitions(topic)
-            ]
-            try:
-                return list(self._raw.offsets_for_times(wanted, timeout=10))
-            except confluent_kafka.KafkaException as exc:
-                err = exc.args[0]
-                if not (err.retriable() or err.code() in _ELECTING) or time.monotonic() > deadline:
-                    raise KafkaError(
-                        f"cannot find {topic}'s offsets at {at_ms} ms: {err.str()}", err.name()
-                    ) from exc
-                time.sleep(0.5)
+        wanted = [confluent_kafka.TopicPartition(topic, p, at_ms) for p in self.partitions(topic)]
+        return retry_transient(
+            lambda: self.offsets_for_times(wanted, f"cannot find {topic}'s offsets at {at_ms} ms"),
+            RetryPolicy(ELECTION_WAIT_S, ELECTION_RETRY_S, ELECTION_RETRY_S),
+            also=_ELECTING,
+        )
