@@ -13,10 +13,10 @@ from framebus.errors import KafkaError
 from framebus.kafka import producer as producer_module
 from framebus.kafka import transactions as transactions_module
 from framebus.kafka.transactions import (
+    FENCE_WINDOW_S,
     MAX_REWINDS,
     RewindError,
     Transactions,
-    is_fenced,
     rewind_backoff_s,
     rewinding,
 )
@@ -33,6 +33,9 @@ from tests.unit.framebus.stubproducer import (
 STAGE_TIMEOUT_S = 4.0  # each call times out at 2 s
 INVALID_TXN_STATE = confluent_kafka.KafkaError(
     confluent_kafka.KafkaError.INVALID_TXN_STATE, "failed to end transaction", fatal=True
+)
+NOT_AUTHORIZED = confluent_kafka.KafkaError(
+    confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "denied", fatal=True
 )
 REFUSED = confluent_kafka.KafkaError(confluent_kafka.KafkaError._STATE, "transaction aborting")
 
@@ -139,8 +142,17 @@ def test_commit_when_send_offsets_times_out_every_try_then_aborted_and_rewound()
     assert "commit_transaction" not in client.names
 
 
-def test_commit_when_fenced_then_fatal_kafka_error_and_never_aborted() -> None:
+def test_commit_when_fenced_then_rewound_as_a_fence_and_never_aborted() -> None:
     txn, client = engine({"commit_transaction": [FENCED]})
+    txn.send("detections", b"a")
+    with pytest.raises(RewindError) as caught:
+        txn.commit({("frames", 0): 1}, "group")
+    assert caught.value.fenced
+    assert "abort_transaction" not in client.names
+
+
+def test_commit_when_refused_then_fatal_kafka_error_and_never_aborted() -> None:
+    txn, client = engine({"commit_transaction": [NOT_AUTHORIZED]})
     txn.send("detections", b"a")
     with pytest.raises(KafkaError, match="transaction failed") as caught:
         txn.commit({("frames", 0): 1}, "group")
@@ -182,12 +194,13 @@ def test_abort_when_abort_itself_fails_for_good_then_rewound_by_a_fresh_producer
         txn.commit({("frames", 0): 1}, "group")
 
 
-def test_abort_when_abort_fenced_then_fatal_kafka_error() -> None:
+def test_abort_when_abort_fenced_then_rewound_as_a_fence() -> None:
+    # The coordinator bumped the epoch when it aborted the timed-out transaction (chaos soak).
     txn, _client = engine({"commit_transaction": [ABORTABLE], "abort_transaction": [FENCED]})
     txn.send("detections", b"a")
-    with pytest.raises(KafkaError) as caught:
+    with pytest.raises(RewindError) as caught:
         txn.commit({("frames", 0): 1}, "group")
-    assert not isinstance(caught.value, RewindError)
+    assert caught.value.fenced
 
 
 def test_commit_when_fatal_but_not_fenced_then_rewound_and_never_aborted() -> None:
@@ -197,23 +210,6 @@ def test_commit_when_fatal_but_not_fenced_then_rewound_and_never_aborted() -> No
     with pytest.raises(RewindError, match="INVALID_TXN_STATE"):
         txn.commit({("frames", 0): 1}, "group")
     assert "abort_transaction" not in client.names
-
-
-@pytest.mark.parametrize(
-    ("code", "fenced"),
-    [
-        ("_FENCED", True),
-        ("PRODUCER_FENCED", True),
-        ("INVALID_PRODUCER_EPOCH", True),
-        ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", True),
-        ("INVALID_TXN_STATE", False),
-        (None, False),
-    ],
-)
-def test_is_fenced_when_code_then_only_what_a_fresh_producer_cannot_cure(
-    code: str | None, fenced: bool
-) -> None:
-    assert is_fenced(code) is fenced
 
 
 def test_init_when_called_then_transactional_id_registered_with_call_timeout() -> None:
@@ -302,3 +298,21 @@ def test_rewind_backoff_s_when_aborts_in_a_row_then_doubles_up_to_its_bound(
     monkeypatch.setattr(transactions_module, "REWIND_BACKOFF_S", 0.1)
     assert [rewind_backoff_s(n) for n in (1, 2, 3)] == pytest.approx([0.2, 0.4, 0.8])
     assert rewind_backoff_s(20) == transactions_module.MAX_REWIND_BACKOFF_S
+
+
+def test_rewinding_when_fenced_twice_within_the_window_then_service_ends() -> None:
+    now = [0.0]
+    fence = RewindError("fenced", "_FENCED", committed=3, fenced=True)
+    attempts = Attempts([fence, RewindError("again", "_FENCED", committed=2, fenced=True)])
+    with pytest.raises(KafkaError, match="another live instance") as caught:
+        rewinding(attempts, threading.Event(), clock=lambda: now[0])
+    assert not isinstance(caught.value, RewindError)
+    assert attempts.runs == 2
+
+
+def test_rewinding_when_fences_far_apart_then_each_rewound() -> None:
+    times = iter([0.0, FENCE_WINDOW_S + 1])
+    fences = [RewindError("fenced", "_FENCED", committed=1, fenced=True) for _ in range(2)]
+    attempts = Attempts([*fences, None])
+    rewinding(attempts, threading.Event(), clock=lambda: next(times))
+    assert attempts.runs == 3

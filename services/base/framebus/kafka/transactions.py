@@ -10,8 +10,9 @@ once its offsets may be committed, hands their marks and the group's metadata to
 A failed call is handled by its kind (`framebus.kafka.producer.TxnErrorKind`): the producer
 retries a retriable error itself; an abortable one, or a produce() refused inside the
 transaction, is aborted here and raised as RewindError; a fatal one is raised as KafkaError when
-this producer was fenced (the service ends instead of fighting the instance that took over), and
-otherwise as RewindError too: the rewind's fresh producer takes the transactional id over.
+the producer was refused (not authorized), and otherwise as RewindError too: the rewind's fresh
+producer takes the transactional id over. A fence is such a rewind once; a second one within
+FENCE_WINDOW_S ends the service instead of fighting a rival instance for the id.
 Each call times out at half the stall timeout: the watchdog allows a call twice its timeout, so
 it ends only a call librdkafka itself never returns from.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,15 +40,16 @@ MAX_REWINDS = 5  # aborted transactions in a row before giving up
 QUEUE_ROOM_S = 30.0
 REWIND_BACKOFF_S = 0.1  # doubled per rewind in a row, up to MAX_REWIND_BACKOFF_S
 MAX_REWIND_BACKOFF_S = 5.0
-_FENCED_CODES = frozenset(
-    {
-        "_FENCED",
-        "PRODUCER_FENCED",
-        "INVALID_PRODUCER_EPOCH",
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-        "CLUSTER_AUTHORIZATION_FAILED",
-    }
+# Fenced: the coordinator bumped this producer's epoch. Another live instance registering the
+# same id does that, and so does the coordinator itself when it aborts a transaction that timed
+# out (a broker's death mid-commit), so a fence alone is no proof of a rival.
+_FENCED_CODES = frozenset({"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
+# Refused: no fresh producer is allowed either.
+_REFUSED_CODES = frozenset(
+    {"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
 )
+# A second fence this soon after one: a rival instance takes the id back each time.
+FENCE_WINDOW_S = 60.0
 
 
 class RewindError(KafkaError):
@@ -56,9 +59,12 @@ class RewindError(KafkaError):
     rewind loop can tell aborts in a row from an abort after progress.
     """
 
-    def __init__(self, message: str, code: str | None = None, committed: int = 0) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, committed: int = 0, fenced: bool = False
+    ) -> None:
         super().__init__(message, code)
         self.committed = committed
+        self.fenced = fenced
 
 
 def call_timeout_s(stage_timeout_s: float) -> float:
@@ -133,12 +139,13 @@ class Transactions:
             self._open = True
 
     def _abort(self, exc: KafkaError) -> KafkaError:
-        """Abort after a failed call and return the RewindError to raise (KafkaError if fenced).
+        """Abort after a failed call and return the RewindError to raise (KafkaError if refused).
 
-        A fatal failure is not aborted: the producer can do no more. Fenced, the service ends
-        (another instance took over). Any other fatal failure (librdkafka has been seen to give
-        up with INVALID_TXN_STATE when the coordinator's broker dies mid-commit) rewinds too:
-        the fresh producer's `init` aborts the open transaction, as a restart's would.
+        A fatal failure is not aborted: the producer can do no more. Refused (not authorized),
+        the service ends. Any other fatal failure rewinds too, and the fresh producer's `init`
+        aborts the open transaction, as a restart's would: librdkafka has been seen to give up
+        with INVALID_TXN_STATE, or to report this instance fenced, when the coordinator's broker
+        died mid-commit. `rewinding` ends the service at a second fence soon after the first.
         """
         self._open = False
         log.error("transaction failed: %s", exc)
@@ -150,22 +157,17 @@ class Transactions:
                 exc = failed
         if not _is_fatal(exc):
             return RewindError(f"transaction aborted: {exc}", exc.code, self.committed)
-        if is_fenced(exc.code):
+        if exc.code in _REFUSED_CODES:
             return KafkaError(f"transaction failed: {exc}", exc.code)
-        return RewindError(f"producer failed, a fresh one takes over: {exc}", exc.code)
+        return RewindError(
+            f"producer failed, a fresh one takes over: {exc}",
+            exc.code,
+            fenced=exc.code in _FENCED_CODES,
+        )
 
 
 def _is_fatal(exc: KafkaError) -> bool:
     return isinstance(exc, TransactionError) and exc.kind is TxnErrorKind.FATAL
-
-
-def is_fenced(code: str | None) -> bool:
-    """True for an error that a fresh producer with the same transactional id cannot cure.
-
-    Fenced: another instance registered the id, and taking it back would fence that one in
-    turn. Refused: the id or the cluster is not authorized, which no retry changes.
-    """
-    return code in _FENCED_CODES
 
 
 def rewind_backoff_s(in_a_row: int) -> float:
@@ -178,6 +180,7 @@ def rewinding(
     stop: threading.Event,
     on_rewind: Callable[[RewindError], None] = lambda _exc: None,
     max_rewinds: int = MAX_REWINDS,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run `attempt` until it returns; after an aborted transaction, run it again.
 
@@ -188,6 +191,7 @@ def rewinding(
     transaction first starts the count again.
     """
     in_a_row = 0
+    last_fence: float | None = None
     while True:
         try:
             attempt()
@@ -197,6 +201,16 @@ def rewinding(
             on_rewind(exc)
             if in_a_row > max_rewinds:
                 raise
+            if exc.fenced:
+                now = clock()
+                if last_fence is not None and now - last_fence < FENCE_WINDOW_S:
+                    raise KafkaError(
+                        f"fenced twice within {FENCE_WINDOW_S:.0f} s: another live instance "
+                        "uses the same transactional id; give each instance its own "
+                        f"(its transactional_id setting): {exc}",
+                        exc.code,
+                    ) from exc
+                last_fence = now
             log.warning("rewinding to the committed offsets (%d in a row): %s", in_a_row, exc)
             if stop.wait(rewind_backoff_s(in_a_row)):
                 return  # stopped meanwhile: the aborted work is left for the next start
