@@ -41,8 +41,11 @@ def run_without_tools(module: str, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
-def built_wheel_metadata(tmp_path: Path) -> str:
-    """METADATA of a wheel built from a copy of the sources (the shared tree stays clean)."""
+def built_wheel(tmp_path: Path) -> tuple[str, list[str], str]:
+    """(METADATA, file names, build output) of a wheel built from a copy of the sources.
+
+    A copy, so the shared tree stays clean.
+    """
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -64,13 +67,14 @@ def built_wheel_metadata(tmp_path: Path) -> str:
     (wheel,) = out.glob("framebus-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         (name,) = (n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        return zf.read(name).decode("utf-8")
+        return zf.read(name).decode("utf-8"), zf.namelist(), build.stdout + build.stderr
 
 
-def test_wheel_when_built_then_matplotlib_and_tqdm_come_only_with_the_tools_extra(
+def test_wheel_when_built_then_tools_extra_apart_and_live_page_files_declared(
     tmp_path: Path,
 ) -> None:
-    metadata = Parser().parsestr(built_wheel_metadata(tmp_path))
+    text, names, output = built_wheel(tmp_path)
+    metadata = Parser().parsestr(text)
     requires = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
     by_name = {r.name.lower(): r for r in requires}
     assert "prometheus-client" in by_name and by_name["prometheus-client"].marker is None
@@ -81,6 +85,10 @@ def test_wheel_when_built_then_matplotlib_and_tqdm_come_only_with_the_tools_extr
     assert "tools" in (metadata.get_all("Provides-Extra") or [])
     dev = [r for r in requires if r.marker is not None and r.marker.evaluate({"extra": "dev"})]
     assert any(r.name == "framebus" and r.extras == {"tools"} for r in dev)  # `make install`
+    # The live page's files ship in the wheel, declared so setuptools has nothing to warn of.
+    for page in ("index.html", "login.html", "live.js", "live.css"):
+        assert f"framebus_live/static/{page}" in names
+    assert "Package would be ignored" not in output
 
 
 @pytest.mark.parametrize(
