@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import broker_reachable, ensure_topics
 from framebus.topology import INFERENCE_TOPICS, Sizing, TopicSettings, pipeline_specs
 from framebus_tools.localkafka import LocalKafka
+from tests.integration.browser import launch
 from tests.integration.liveserver import LiveLauncher
 from tests.integration.rtsp import rtsp_available
 
@@ -64,3 +67,16 @@ def launch_live(kafka: KafkaSettings) -> Iterator[LiveLauncher]:
     launcher = LiveLauncher(kafka)
     yield launcher
     launcher.stop_all()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """A headless Chromium context (Debian's chromium, driven by Playwright), closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = launch(p, tmp_path / "chromium-profile")
+        try:
+            yield context
+        finally:
+            context.close()

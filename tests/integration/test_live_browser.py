@@ -14,7 +14,6 @@ import asyncio
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from framebus_tools.pipeline import CameraSpec, write_cameras_file
 from framebus_tools.scene import Scene, scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 from framebus_tools.scenes import default_scene
-from tests.integration.browser import edge_hits, hex_rgb, launch
+from tests.integration.browser import edge_hits, hex_rgb
 from tests.integration.conftest import TopicFactory
 from tests.integration.kafkautil import read_topic
 from tests.integration.livefeed import LiveFeed
@@ -50,18 +49,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 CAMERAS = ("scene-a", "scene-b")
 # Where the run's screenshot is also copied (docs/images/live.png is one, taken so).
 SCREENSHOT_ENV = "FRAMEBUS_LIVE_SCREENSHOT"
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = launch(p, tmp_path / "chromium-profile")
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def _state(page: Any) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,25 +9,12 @@ import pytest
 
 from framebus.kafka.settings import KafkaSettings
 from framebus.messages import ClipStatus
-from tests.integration.browser import launch
 from tests.integration.conftest import TopicFactory
 from tests.integration.liveserver import LiveLauncher, live_topics
 from tests.integration.test_live_clips import MP4, _alert, _clip, _clip_files, _publish
 from tests.reliability.harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = launch(p, tmp_path / "chromium-profile")
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def _clip_links(page: Any) -> list[dict[str, str]]:
