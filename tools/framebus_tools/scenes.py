@@ -98,11 +98,5 @@ def still_scene() -> Scene:
         # In at the right edge 192 px higher a second after, walking left at 200 px/s.
         Actor("blue-arriver", "person", BLUE, person, ((38.0, 1200, 308), (41.0, 600, 308))),
     )
-    return Scene(
-        actors=actors,
-        line=((800.0, 0.0), (800.0, 720.0)),
-        zone=((345.0, 120.0), (700.0, 120.0), (700.0, 280.0), (345.0, 280.0)),
-        occupancy_zone=((400.0, 380.0), (1000.0, 380.0), (1000.0, 540.0), (400.0, 540.0)),
-        duration_s=46.0,
-        lighting=((14.0, LIT_LEVEL),),
-    )
+    # The default scene's line and zones, so the same rules file judges both.
+    return replace(default_scene(), actors=actors, duration_s=46.0, lighting=((14.0, LIT_LEVEL),))
