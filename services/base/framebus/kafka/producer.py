@@ -39,7 +39,7 @@ class TxnErrorKind(enum.Enum):
 
     RETRIABLE = "retriable"  # call the same function again
     ABORTABLE = "abortable"  # abort the transaction and rewind to the committed offsets
-    FATAL = "fatal"  # this producer can do no more (e.g. fenced): exit, the restart fences it
+    FATAL = "fatal"  # this producer can do no more (e.g. fenced): a fresh one must take over
 
 
 def txn_error_kind(fatal: bool, requires_abort: bool, retriable: bool) -> TxnErrorKind:

@@ -149,8 +149,8 @@ class StatefulRunner:
         A failed transaction is aborted and the loop starts over with fresh clients
         (`framebus.kafka.transactions.rewinding`): the group's committed offsets and the
         changelog's committed states are where it resumes, so nothing is lost or doubled.
-        RewindError once MAX_REWINDS attempts in a row failed; KafkaError at once when the
-        failure is fatal (this instance was fenced by another).
+        RewindError once MAX_REWINDS attempts in a row failed; KafkaError when no fresh producer
+        can help (refused, or fenced twice within a minute: another instance holds the id).
         """
         rewinding(lambda: self._run_once(stop), stop, on_rewind=lambda _exc: self._forget_all())
 

@@ -155,15 +155,12 @@ class Transactions:
             except TransactionError as failed:
                 log.error("abort failed: %s", failed)
                 exc = failed
-        if not _is_fatal(exc):
-            return RewindError(f"transaction aborted: {exc}", exc.code, self.committed)
-        if exc.code in _REFUSED_CODES:
+        fatal = _is_fatal(exc)
+        if fatal and exc.code in _REFUSED_CODES:
             return KafkaError(f"transaction failed: {exc}", exc.code)
-        return RewindError(
-            f"producer failed, a fresh one takes over: {exc}",
-            exc.code,
-            fenced=exc.code in _FENCED_CODES,
-        )
+        what = "producer failed, a fresh one takes over" if fatal else "transaction aborted"
+        fenced = fatal and exc.code in _FENCED_CODES
+        return RewindError(f"{what}: {exc}", exc.code, self.committed, fenced)
 
 
 def _is_fatal(exc: KafkaError) -> bool:
