@@ -67,6 +67,7 @@ def test_ensure_topics_when_created_then_every_partition_led_for_a_fresh_client_
 ) -> None:
     # A client asking right after creation was told the topic does not exist (the demo's first
     # run on a just-started broker failed so): ensure_topics returns once brokers serve them.
+    # On one broker they mostly do at once; the wait itself is tested in test_kafka_topics.py.
     run = uuid.uuid4().hex[:10]
     specs = [TopicSpec(f"t-{run}.{i}", partitions=8) for i in range(6)]
     assert ensure_topics(kafka, specs) == [s.name for s in specs]

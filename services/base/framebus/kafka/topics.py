@@ -80,11 +80,11 @@ def ensure_topics(
                 continue
             raise KafkaError(f"cannot create topic {name}: {err.str()}", err.name()) from exc
     partitions = {s.name: s.partitions for s in specs if s.name in created}
-    _wait_for_leaders(admin, partitions, time.monotonic() + timeout_s)
+    wait_for_leaders(admin, partitions, time.monotonic() + timeout_s)
     return created
 
 
-def _wait_for_leaders(admin: AdminClient, partitions: dict[str, int], deadline: float) -> None:
+def wait_for_leaders(admin: AdminClient, partitions: dict[str, int], deadline: float) -> None:
     """Wait until every new topic's partitions have a leader in the metadata brokers serve.
 
     CreateTopics answers once the controller made the topics; brokers learn of them a little
