@@ -44,7 +44,10 @@ from framebus_inferencer.telemetry import supervisor_telemetry
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how often exits are looked for
-PROBE_EVERY_S = 0.5  # how often each worker's /readyz is read
+PROBE_EVERY_S = 0.5  # how often each worker's /readyz is read while one is not ready
+# Once every worker is ready: the kubelet reads the pod's /readyz every 5 s (values.yaml), and
+# each probe costs the worker an HTTP request and, every 3 s, a question to the brokers.
+PROBE_READY_EVERY_S = 2.0
 # A worker's /readyz asks the brokers (at most every 3 s, for up to 2 s when they do not answer).
 PROBE_TIMEOUT_S = 3.0
 SCRAPE_TIMEOUT_S = 3.0
@@ -176,7 +179,8 @@ class Supervisor:
                 return 0
             if self.clock() >= next_probe:
                 self._probe(stop)
-                next_probe = self.clock() + PROBE_EVERY_S
+                every = PROBE_EVERY_S if self.pool.not_ready() else PROBE_READY_EVERY_S
+                next_probe = self.clock() + every
             stop.wait(POLL_S)
         return self._drain()
 

@@ -142,6 +142,29 @@ def test_supervisor_when_every_worker_stops_on_its_own_then_it_ends_with_0() -> 
     assert procs.signals == []
 
 
+def test_supervisor_probes_when_every_worker_is_ready_then_less_often() -> None:
+    times: list[float] = []
+    ready = threading.Event()
+
+    def probe(_port: int) -> tuple[bool, bool, str | None]:
+        times.append(time.monotonic())
+        return True, ready.is_set(), None if ready.is_set() else "warming up"
+
+    pool = Pool(1)
+    running = Running(Supervisor(pool, StubProcesses(), Health(), 5.0, probe))  # type: ignore[arg-type]
+    wait_until(lambda: len(times) >= 3)
+    starting = [b - a for a, b in zip(times, times[1:], strict=False)]
+    ready.set()
+    wait_until(lambda: pool.not_ready() is None)
+    seen = len(times)
+    wait_until(lambda: len(times) >= seen + 2, timeout_s=3 * workers.PROBE_READY_EVERY_S)
+    steady = times[-1] - times[-2]
+    running.stop.set()
+    running.finish()
+    assert max(starting) < workers.PROBE_READY_EVERY_S / 2
+    assert steady >= workers.PROBE_READY_EVERY_S * 0.9
+
+
 def test_supervisor_metrics_when_two_workers_serve_then_one_family_each_with_worker_label() -> None:
     servers = []
     for i in range(2):

@@ -23,7 +23,7 @@ from framebus_inferencer.slot import InputSlot
 # Longest consume() wait while batches are in flight or offsets wait to be committed (the
 # receive thread commits between consume() calls); consume() returns at the first record anyway.
 BUSY_POLL_S = 0.01
-QUEUE_POLL_S = 0.05  # how often a stage waiting on a queue beats and looks for a failure
+QUEUE_POLL_S = 0.25  # how often a stage waiting on a queue beats and looks for a failure
 
 T = TypeVar("T")
 
