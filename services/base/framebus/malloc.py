@@ -106,3 +106,36 @@ def _mallopt() -> Callable[[int, int], int] | None:
     func.argtypes = (ctypes.c_int, ctypes.c_int)
     func.restype = ctypes.c_int
     return func  # type: ignore[no-any-return]
+
+
+def give_back_freed_heap() -> bool:
+    """Return the free memory of every malloc arena to the kernel (glibc's `malloc_trim(0)`).
+
+    A burst (a producer queue filled while its broker was away) leaves freed chunks that glibc
+    keeps where a live one sits above them; this hands their pages back. True when glibc released
+    some; False when there was nothing to release or the C library has no malloc_trim (musl).
+    """
+    func = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if func is None:
+        return False
+    func.argtypes = (ctypes.c_size_t,)
+    func.restype = ctypes.c_int
+    return bool(func(0))
+
+
+class BacklogDrain:
+    """Says when a queue that held at least `high` items has come back down to `low` or fewer."""
+
+    def __init__(self, high: int, low: int) -> None:
+        if not 0 <= low < high:
+            raise ValueError(f"a backlog's low mark ({low}) must be below its high mark ({high})")
+        self.high, self.low = high, low
+        self._peak = 0  # the most seen since the last drain
+
+    def drained(self, queued: int) -> int:
+        """Feed the queue's length now; the backlog's peak once it has drained, else 0."""
+        self._peak = max(self._peak, queued)
+        if self._peak < self.high or queued > self.low:
+            return 0
+        peak, self._peak = self._peak, 0
+        return peak

@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind
 from framebus.errors import KafkaError
 from framebus.kafka.producer import Producer, ProducerQueueFullError
 from framebus.letterbox import Letterbox
+from framebus.malloc import BacklogDrain, give_back_freed_heap
 from framebus.messages import Compression, PixelFormat, TensorLayout
 from framebus.pixels import DEFAULT_COLOUR, Colour
 from framebus.telemetry.tracing import inject_headers, tracer
@@ -30,6 +31,7 @@ from framebus_decoder.wire import FrameEncoder
 
 log = logging.getLogger(__name__)
 PRODUCE_BLOCK_S = 0.5  # one wait for room in librdkafka's queue; abort is checked between
+BACKLOG_CHECK_S = 1.0  # how often the producer's queue is looked at for a drained backlog
 
 
 def produce_with_room(
@@ -76,8 +78,16 @@ class FramePublisher:
         topic: str,
         stats: DecoderStats,
         capacity: int,
+        backlog: BacklogDrain | None = None,
     ) -> None:
+        """Frames are published to `topic` through `producer`; `capacity` frames wait a camera.
+
+        `backlog`: once the producer's queue has drained a backlog, glibc's freed heap is handed
+        back to the kernel (the queue held copies of the records, which glibc would keep).
+        """
         self._producer = producer
+        self._backlog = backlog
+        self._next_backlog_check = 0.0
         self._topic = topic
         self._stats = stats
         self._capacity = capacity
@@ -133,6 +143,7 @@ class FramePublisher:
 
     def _loop(self) -> None:
         while not self._abort.is_set():
+            self._check_backlog()
             frame = self._next()
             if frame is None:
                 self._producer.poll(0)
@@ -141,6 +152,23 @@ class FramePublisher:
                         return
                 continue
             self._publish(frame)
+
+    def _check_backlog(self) -> None:
+        now = time.monotonic()
+        if self._backlog is None or now < self._next_backlog_check:
+            return
+        self._next_backlog_check = now + BACKLOG_CHECK_S
+        peak = self._backlog.drained(len(self._producer))
+        if peak:
+            released = give_back_freed_heap()
+            log.info(
+                "producer backlog of %d frames drained: %s",
+                peak,
+                "freed heap handed back to the kernel"
+                if released
+                else "no freed heap to hand back",
+                extra={"backlog_peak": peak},
+            )
 
     def _publish(self, frame: PendingFrame) -> None:
         cid = frame.camera_id

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from framebus.errors import ConfigError
 from framebus.kafka.producer import Producer
+from framebus.malloc import BacklogDrain
 from framebus.messages import TensorLayout
+from framebus.pixels import frame_nbytes
 from framebus.telemetry.tracing import setup_tracing
 from framebus_decoder.cameras import Camera, diff_cameras, load_cameras
 from framebus_decoder.freeze import FreezeClock, FreezeTicker, never_frozen
@@ -37,6 +39,15 @@ SUPERVISOR_ALLOWANCE_S = 30.0  # the supervisor loop turns every 0.1 s; past thi
 # `stall_timeout_s`: 10 s by default), so less would give up on a worker about to end, and more
 # would hold up a camera reload or the shutdown (within Kubernetes' grace period) on a stuck one.
 WORKER_JOIN_TIMEOUT_S = 10.0
+
+
+def backlog_drain(settings: DecoderSettings) -> BacklogDrain:
+    """A producer backlog worth a quarter of its queue's bytes, drained to an eighth of that."""
+    record = frame_nbytes(
+        settings.frame_format.pixel_format, settings.input_height, settings.input_width
+    )
+    high = max(8, settings.producer_queue_kbytes * 1024 // 4 // max(1, record))
+    return BacklogDrain(high, high // 8)
 
 
 def worker_config(settings: DecoderSettings) -> WorkerConfig:
@@ -126,7 +137,11 @@ class DecoderService:
         self._stop = stop
         self._config = worker_config(settings)
         self.publisher = FramePublisher(
-            producer, settings.topics.frames_topic, stats, settings.max_pending_frames
+            producer,
+            settings.topics.frames_topic,
+            stats,
+            settings.max_pending_frames,
+            backlog_drain(settings),
         )
         # Its producer connects on the first packet: nothing is opened while no camera has video.
         self.video = VideoPublisher(

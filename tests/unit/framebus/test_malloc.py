@@ -4,7 +4,12 @@ import textwrap
 
 import pytest
 
-from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, TOP_PAD_BYTES, keep_freed_heap
+from framebus.malloc import (
+    MALLOC_TRIM_THRESHOLD_BYTES,
+    TOP_PAD_BYTES,
+    BacklogDrain,
+    keep_freed_heap,
+)
 
 # In a fresh process (the thresholds are process-wide): hold a batch of 16 record-sized buffers,
 # free them, twice, and report from glibc's mallinfo2 the most bytes mmapped while they were held,
@@ -124,3 +129,58 @@ def test_pre_touch_when_not_done_then_a_threads_first_records_fault_their_pages_
 def test_pre_touch_when_heap_not_kept_then_nothing_is_touched() -> None:
     touched, _faults = _touch_probe("default")
     assert touched == 0  # the blocks would only be unmapped again
+
+
+# In a fresh process, on a thread (its own malloc arena, as the decoder's publisher has): 40
+# record-sized buffers, each with a small buffer after it that stays, are freed; the RSS before
+# and after give_back_freed_heap, and what it returned.
+TRIM_PROBE = textwrap.dedent(
+    """
+    import os, threading
+    from framebus.malloc import give_back_freed_heap
+
+    RECORD = 1_228_800
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    out = []
+
+    def publisher_thread():
+        for _ in range(2):  # glibc raises its mmap threshold once it frees a mapped chunk
+            del_me = bytearray(2 * RECORD)
+            del del_me
+        big, small = [], []
+        for _ in range(40):
+            big.append(bytearray(RECORD))
+            small.append(bytearray(4096))  # glibc, not pymalloc: the heap top is never free
+        del big
+        before = rss()
+        released = give_back_freed_heap()
+        out.append((before, rss(), int(released)))
+
+    t = threading.Thread(target=publisher_thread)
+    t.start()
+    t.join()
+    print(*out[0])
+    """
+)
+
+
+def test_give_back_freed_heap_when_freed_records_sit_below_live_ones_then_rss_falls() -> None:
+    before, after, released = _run(TRIM_PROBE, "-")
+    assert released == 1
+    assert before - after >= 30 * 1_228_800  # most of the 40 freed records' pages
+
+
+def test_backlog_drain_when_queue_passes_high_then_drains_to_low_then_once_with_its_peak() -> None:
+    drain = BacklogDrain(high=10, low=2)
+    assert [drain.drained(n) for n in (0, 5, 9, 3, 1)] == [0, 0, 0, 0, 0]  # never reached 10
+    assert [drain.drained(n) for n in (12, 30, 8, 3, 2, 0)] == [0, 0, 0, 0, 30, 0]
+    assert [drain.drained(n) for n in (11, 1)] == [0, 11]  # a second backlog, once again
+
+
+def test_backlog_drain_when_marks_are_reversed_then_refused() -> None:
+    with pytest.raises(ValueError, match="below its high mark"):
+        BacklogDrain(high=4, low=4)
