@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import multiprocessing
 import os
 import resource
@@ -31,13 +32,14 @@ import numpy as np
 import numpy.typing as npt
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
+from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
-from framebus.messages import Compression, PixelFormat, TensorLayout
+from framebus.messages import Compression, Detections, FrameStatus, PixelFormat, TensorLayout
 from framebus.pixels import i420_nbytes, rgb_to_i420
 from framebus.topology import INFERENCE_TOPICS, Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_decoder.service import producer_overrides
@@ -376,17 +378,34 @@ class Consumed:
 
 
 def bare_consume(
-    kafka: KafkaSettings, topic: str, frames: int, batch: int, overrides: dict[str, Any]
+    kafka: KafkaSettings,
+    topic: str,
+    frames: int,
+    batch: int,
+    overrides: dict[str, Any],
+    stage: bool = False,
+    relay: str | None = None,
 ) -> Consumed:
     """A bare confluent_kafka.Consumer reading the topic from the beginning: rate and costs.
 
     The client is built by framebus's `Consumer` wrapper, so its librdkafka settings (fetch sizes,
     read_committed, earliest, assignment strategy) are the inferencer's unless `overrides` says
     otherwise; the loop calls the raw client's consume() and touches only each value's length.
+    `stage`: it also copies each value into its row of one preallocated `batch`-row buffer, the
+    one copy a batched model input needs (its rows written once before the first record).
+    `relay` (a topic): it also does per record what any service answering each frame with one
+    record must (`relay_batch`), with framebus's codecs and a raw producer of framebus's settings.
     """
     wrapper = Consumer(kafka, f"bench-bare-{uuid.uuid4().hex[:8]}", overrides)
     client = confluent_kafka.Consumer(wrapper.config)
     client.subscribe([topic])
+    relayed = None
+    if relay is not None:
+        producer = confluent_kafka.Producer(Producer(kafka).config)
+        relayed = functools.partial(relay_batch, client, producer, relay, FrameCodec())
+    rows: U8 | None = None
+    if stage:  # the largest record, an RGB frame's pixels plus its head, fits a row
+        rows = np.ones((batch, SIZE * SIZE * 3 + 4096), np.uint8)
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = first_wall = 0.0
     start = resource.getrusage(resource.RUSAGE_SELF)  # reset at the first batch
@@ -400,6 +419,12 @@ def bare_consume(
         if not good:
             continue
         nbytes += sum(len(m.value() or b"") for m in good)
+        if relayed is not None and rows is not None:
+            relayed(rows, good)
+        elif rows is not None:
+            for row, m in zip(rows, good, strict=False):
+                value = np.frombuffer(m.value() or b"", np.uint8)
+                row[: len(value)] = value
         if not got:
             t0, first_n, first_wall = time.perf_counter(), len(good), time.time()
             start = resource.getrusage(resource.RUSAGE_SELF)
@@ -426,6 +451,43 @@ def bare_consume(
     )
 
 
+def relay_batch(
+    consumer: Any,
+    producer: Any,
+    topic: str,
+    frames: FrameCodec,
+    rows: U8,
+    batch: list[Any],
+) -> None:
+    """What any service answering each frame record with one record must do, and no more.
+
+    Per record: decode its head, copy its pixels into its row of the batch input, encode a
+    detections record (no boxes) and produce it keyed by camera; per batch: wait for the
+    acknowledgements, then commit the offsets (asynchronously), as at-least-once requires.
+    """
+    codec = DetectionsCodec()
+    for row, m in zip(rows, batch, strict=False):
+        frame = frames.decode_view(m.value() or b"")
+        pixels = np.frombuffer(frame.tensor, np.uint8)
+        row[: len(pixels)] = pixels
+        result = Detections(
+            camera_id=frame.camera_id,
+            seq=frame.seq,
+            capture_ts_us=frame.capture_ts_us,
+            status=FrameStatus.INFERRED,
+            model_name="bench",
+            model_version="1",
+            orig_width=frame.orig_width,
+            orig_height=frame.orig_height,
+            batch_size=len(batch),
+            frame_partition=m.partition(),
+            frame_offset=m.offset(),
+        )
+        producer.produce(topic, codec.encode(result), frame.camera_id)
+    producer.flush(30)
+    consumer.commit(asynchronous=True)
+
+
 def _bare_consume_child(
     bootstrap: str,
     topic: str,
@@ -433,13 +495,15 @@ def _bare_consume_child(
     batch: int,
     overrides: dict[str, Any],
     keep_heap: bool,
+    stage: bool,
+    relay: str | None,
     out: Connection,
 ) -> None:
     if keep_heap:
         keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
     kafka = KafkaSettings(bootstrap_servers=bootstrap)
     try:
-        out.send(bare_consume(kafka, topic, frames, batch, overrides))
+        out.send(bare_consume(kafka, topic, frames, batch, overrides, stage, relay))
     except Exception as exc:  # handed to the parent, which raises it with the run's context
         out.send(f"{type(exc).__name__}: {exc}")
         raise
@@ -452,8 +516,10 @@ def bare_consume_process(
     batch: int,
     overrides: dict[str, Any] | None = None,
     keep_heap: bool = False,
+    stage: bool = False,
+    relay: str | None = None,
 ) -> Consumed:
-    """`bare_consume` in a fresh process, as the inferencer runs in one.
+    """`bare_consume` in a fresh process, as the inferencer runs in one (`stage`, `relay`: there).
 
     `keep_heap`: that process first sets glibc's thresholds as the services do (`keep_freed_heap`),
     so a ratio compares two paths, not two heap policies. Run in the benchmark's own process,
@@ -462,7 +528,17 @@ def bare_consume_process(
     """
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    args = (kafka.bootstrap_servers, topic, frames, batch, overrides or {}, keep_heap, sender)
+    args = (
+        kafka.bootstrap_servers,
+        topic,
+        frames,
+        batch,
+        overrides or {},
+        keep_heap,
+        stage or relay is not None,
+        relay,
+        sender,
+    )
     proc = context.Process(target=_bare_consume_child, args=args, daemon=True)
     proc.start()
     sender.close()

@@ -25,7 +25,11 @@ RGB records, as the goal says; with rgb both drain the same topics.
 
 A bare consumer of framebus's own records (column `bare fb-fmt`, the same as `bare` for rgb) is
 the floor under framebus's receive path: what librdkafka and confluent-kafka alone spend on those
-bytes. --candidate-selection (default topk, what `auto` picks on a GPU) leaves the host what it
+bytes. The same consumer copying each record into a row of a batch buffer (`+ staging`) is the
+floor of any consumer that feeds a batched model on these libraries: confluent-kafka hands each
+value over as its own `bytes`, and the model takes one contiguous input, so one copy a frame is
+the least. The broker while the floor consumer reads (`broker fb-fmt`) is its cost of fetching
+those records; the rest of its CPU during framebus's drain is framebus's other requests. --candidate-selection (default topk, what `auto` picks on a GPU) leaves the host what it
 does at GPU speed.
 
 Goal (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame.
@@ -80,6 +84,7 @@ from testkit.models import near_free_model
 
 GOAL_RATIO = 0.6  # framebus's own CPU a frame / the bare consumer's
 GOAL_MS = 0.25  # framebus's own CPU a frame, ms: >= 4,000 frames/s per core of framebus work
+GOAL_BROKER = 0.6  # the broker's CPU a frame during the drain / during an RGB drain
 EXIT_LINE = "CPU seconds at exit"  # the inferencer's last log line (framebus_inferencer.service)
 RGB = "rgb"  # today's records, what the bare consumer always reads
 
@@ -130,11 +135,24 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bare_life(kafka: KafkaSettings, topic: str, frames: int, batch: int) -> Life:
-    """A well-configured bare consumer (16 MiB fetches, heap kept) reading the topic, in a process."""
+def bare_life(
+    kafka: KafkaSettings,
+    topic: str,
+    frames: int,
+    batch: int,
+    stage: bool = False,
+    relay: str | None = None,
+) -> Life:
+    """A well-configured bare consumer (16 MiB fetches, heap kept) reading the topic, in a process.
+
+    `stage`: it also copies each record into a row of a batch buffer; `relay`: it also answers
+    each record with a detections record on that topic (`bare_consume`).
+    """
     brokers = broker_pids(kafka.bootstrap_servers)
     cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
-    got = bare_consume_process(kafka, topic, frames, batch, keep_heap=True)
+    got = bare_consume_process(
+        kafka, topic, frames, batch, keep_heap=True, stage=stage, relay=relay
+    )
     cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
     nan = float("nan")
     return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, got.cpu_s, got.frames, nan)
@@ -207,6 +225,14 @@ class RunFigures:
     # The bare consumer of framebus's own records (its frame format): what librdkafka and
     # confluent-kafka alone cost for those bytes, the floor under framebus's receive path.
     floor: float
+    # The same consumer also copying each record into a batch buffer's row: the floor of any
+    # consumer that hands a batched model its frames (one contiguous input, one copy a frame).
+    staged_floor: float
+    broker_floor: float  # the broker while the floor consumer read: fetching those records
+    # The staging consumer also answering each record with a detections record (decode its head,
+    # encode, produce, flush and commit a batch): what every such service pays these libraries.
+    relay_floor: float
+    broker_relay: float  # the broker meanwhile
 
 
 def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
@@ -214,7 +240,13 @@ def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
     return (large - small) * 1000 / (frames[1] - frames[0])
 
 
-def figures(fb: tuple[Life, Life], bare: tuple[Life, Life], floor: tuple[Life, Life]) -> RunFigures:
+def figures(
+    fb: tuple[Life, Life],
+    bare: tuple[Life, Life],
+    floor: tuple[Life, Life],
+    staged: tuple[Life, Life],
+    relay: tuple[Life, Life],
+) -> RunFigures:
     """The marginal figures of one run from its processes (small, large)."""
     n = (fb[0].frames, fb[1].frames)
     return RunFigures(
@@ -227,6 +259,10 @@ def figures(fb: tuple[Life, Life], bare: tuple[Life, Life], floor: tuple[Life, L
         window_framebus=fb[1].window_cpu_s * 1000 / fb[1].window_frames,
         window_bare=bare[1].window_cpu_s * 1000 / bare[1].window_frames,
         floor=per_frame_ms(floor[0].cpu_s, floor[1].cpu_s, n),
+        staged_floor=per_frame_ms(staged[0].cpu_s, staged[1].cpu_s, n),
+        broker_floor=per_frame_ms(floor[0].broker_s, floor[1].broker_s, n),
+        relay_floor=per_frame_ms(relay[0].cpu_s, relay[1].cpu_s, n),
+        broker_relay=per_frame_ms(relay[0].broker_s, relay[1].broker_s, n),
     )
 
 
@@ -236,6 +272,7 @@ def one_run(
     """Fill both topics; drain each with the bare consumer and framebus (sizes in turn)."""
     sizes = [args.small, args.large]
     fb_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
+    relay_topics = [fresh_topics(kafka, args.partitions, prefix="relay") for _ in sizes]
     bare_topics = fb_topics
     if args.frame_format != RGB:
         bare_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
@@ -253,14 +290,20 @@ def one_run(
             if bare_topics is not fb_topics:
                 floor_life = bare_life(kafka, fb_topics[i].frames_topic, n, args.max_batch)
                 lives["floor", i] = floor_life
+            topic = fb_topics[i].frames_topic
+            lives["staged", i] = bare_life(kafka, topic, n, args.max_batch, stage=True)
+            answers = relay_topics[i].detections_topic
+            lives["relay", i] = bare_life(kafka, topic, n, args.max_batch, relay=answers)
             lives["framebus", i] = framebus_life(kafka, fb_topics[i], model, args, n)
     finally:
-        for names in {id(t): t for t in [*fb_topics, *bare_topics]}.values():
+        for names in {id(t): t for t in [*fb_topics, *bare_topics, *relay_topics]}.values():
             delete_topics(kafka, names)
     fb = (lives["framebus", 0], lives["framebus", 1])
     bare = (lives["bare", 0], lives["bare", 1])
     floor = (lives.get(("floor", 0), bare[0]), lives.get(("floor", 1), bare[1]))
-    return figures(fb, bare, floor), [*fb, *bare, *floor]
+    staged = (lives["staged", 0], lives["staged", 1])
+    relay = (lives["relay", 0], lives["relay", 1])
+    return figures(fb, bare, floor, staged, relay), [*fb, *bare, *floor, *staged, *relay]
 
 
 COLUMNS = (
@@ -273,6 +316,10 @@ COLUMNS = (
     ("window_framebus", "window fb"),
     ("window_bare", "window bare"),
     ("floor", "bare fb-fmt"),
+    ("staged_floor", "+ staging"),
+    ("broker_floor", "broker fb-fmt"),
+    ("relay_floor", "+ relay"),
+    ("broker_relay", "broker rel"),
 )
 
 
@@ -359,6 +406,11 @@ def median_ratio(runs: list[RunFigures], subject: str, base: str) -> tuple[float
     return statistics.median(per_run), per_run
 
 
+def reach(value: float, limit: float) -> str:
+    """Whether a floor leaves a goal reachable."""
+    return "below, reachable" if value <= limit else "above, capped by the libraries"
+
+
 def report(runs: list[RunFigures]) -> dict[str, float]:
     """Print the medians, the ratios to the bare consumer and the goals; return the medians."""
     medians = {key: statistics.median(getattr(r, key) for r in runs) for key, _ in COLUMNS}
@@ -382,6 +434,39 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
         f"the floor under framebus's receive path: a bare consumer of framebus's own records "
         f"{floor:.3f} ms a frame (librdkafka and confluent-kafka alone); framebus's own less "
         f"that floor {own - floor:.3f} ms"
+    )
+    ratio_ms = GOAL_RATIO * medians["bare"]
+    floors = (
+        (
+            "staged_floor",
+            "the floor with the batch input's copy (each record also copied into a row",
+        ),
+        ("relay_floor", "the floor of any service answering each frame with one record (also"),
+    )
+    tails = (
+        " of a batch buffer)",
+        " decoding its head and producing a detections record; a batch flushed, then committed)",
+    )
+    for (key, what), tail in zip(floors, tails, strict=True):
+        value = medians[key]
+        print(
+            f"{what}{tail}: {value:.3f} ms a frame; against {GOAL_MS} ms: "
+            f"{reach(value, GOAL_MS)}; against {GOAL_RATIO} x the bare consumer, "
+            f"{ratio_ms:.3f} ms: {reach(value, ratio_ms)}; framebus's own less it "
+            f"{own - value:.3f} ms"
+        )
+    fetch_fb, fetch_rgb = medians["broker_floor"], medians["broker_bare"]
+    drain = medians["broker_framebus"]
+    rgb_drain = drain - fetch_fb + fetch_rgb  # the same requests, RGB records fetched
+    least = medians["broker_relay"]
+    least_rgb = least - fetch_fb + fetch_rgb
+    print(
+        f"the broker, ms a frame: fetching framebus's records {fetch_fb:.3f}, RGB records "
+        f"{fetch_rgb:.3f}; framebus's drain {drain:.3f}, so about {rgb_drain:.3f} with RGB records "
+        f"(the same requests): {drain / rgb_drain:.2f} x; the relay (the least these clients ask "
+        f"of it: one produce request per partition of a batch, librdkafka's way, and a commit) "
+        f"{least:.3f}, {least_rgb:.3f} with RGB records: {least / least_rgb:.2f} x, "
+        f"{reach(least / least_rgb, GOAL_BROKER)} for the goal <= {GOAL_BROKER} x"
     )
     if any(getattr(r, key) <= 0 for r in runs for key in ("framebus_own", "bare")):
         print(
