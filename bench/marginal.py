@@ -28,15 +28,24 @@ the floor under framebus's receive path: what librdkafka and confluent-kafka alo
 bytes. The same consumer copying each record into a row of a batch buffer (`+ staging`) is the
 floor of any consumer that feeds a batched model on these libraries: confluent-kafka hands each
 value over as its own `bytes`, and the model takes one contiguous input, so one copy a frame is
-the least. The broker while the floor consumer reads (`broker fb-fmt`) is its cost of fetching
-those records; the rest of its CPU during framebus's drain is framebus's other requests. --candidate-selection (default topk, what `auto` picks on a GPU) leaves the host what it
-does at GPU speed.
+the least. That consumer also answering each record with a detections record (`+ relay`:
+decode its head, encode and produce the answer keyed by camera, a batch flushed, then
+committed) is the floor of any service that answers each frame with one record on these
+libraries. The broker while the floor consumer reads (`broker fb-fmt`) is its cost of fetching
+those records; while the relay runs (`broker rel`), the least these clients ask of it. A goal
+below a floor is capped by the libraries. --candidate-selection (default topk, what `auto`
+picks on a GPU) leaves the host what it does at GPU speed.
 
-Goal (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame.
+--workers N (N > 1): `framebus inferencer --workers N` also drains the same frames (its answers
+on topics of their own); its CPU a frame, every worker and the supervisor together, against the
+single process's.
+
+Goals (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame; the
+broker's during an I420 drain <= 0.6 x an RGB drain's; N workers' own <= 1.0 x one process's.
 
     .venv/bin/python -m bench.marginal [--small 320] [--large 1920] [--runs 5] [--warm-up 1]
-        [--cameras 16] [--max-batch 16] [--frame-format rgb] [--bootstrap 127.0.0.1:29092]
-        [--json out.json]
+        [--cameras 16] [--max-batch 16] [--frame-format rgb] [--workers 1]
+        [--bootstrap 127.0.0.1:29092] [--json out.json]
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import os
 import resource
 import statistics
@@ -84,6 +94,7 @@ from testkit.models import near_free_model
 
 GOAL_RATIO = 0.6  # framebus's own CPU a frame / the bare consumer's
 GOAL_MS = 0.25  # framebus's own CPU a frame, ms: >= 4,000 frames/s per core of framebus work
+GOAL_WORKERS = 1.0  # N workers' own CPU a frame together / one process's
 GOAL_BROKER = 0.6  # the broker's CPU a frame during the drain / during an RGB drain
 EXIT_LINE = "CPU seconds at exit"  # the inferencer's last log line (framebus_inferencer.service)
 RGB = "rgb"  # today's records, what the bare consumer always reads
@@ -159,19 +170,34 @@ def bare_life(
 
 
 def engine_cpu_at_exit(log_path: Path) -> float:
-    """The engine's CPU seconds from the inferencer's exit line."""
-    for line in reversed(log_path.read_text(errors="replace").splitlines()):
-        if EXIT_LINE in line:
-            return float(json.loads(line)["engine_cpu_s"])
-    raise RuntimeError(f"no '{EXIT_LINE}' line in {log_path}")
+    """The engine's CPU seconds from the inferencer's exit lines (one a worker process)."""
+    lines = [
+        json.loads(line)
+        for line in log_path.read_text(errors="replace").splitlines()
+        if EXIT_LINE in line
+    ]
+    if not lines:
+        raise RuntimeError(f"no '{EXIT_LINE}' line in {log_path}")
+    return sum(float(line.get("engine_cpu_s", 0.0)) for line in lines)
 
 
 def framebus_life(
-    kafka: KafkaSettings, names: TopicSettings, model: Path, args: argparse.Namespace, frames: int
+    kafka: KafkaSettings,
+    names: TopicSettings,
+    model: Path,
+    args: argparse.Namespace,
+    frames: int,
+    workers: int = 1,
 ) -> Life:
-    """`framebus inferencer` draining the topic until it stops on idle; its detections checked."""
-    log_path = Path(args.workdir) / f"inferencer-{names.frames_topic}.log"
+    """`framebus inferencer` draining the topic until it stops on idle; its detections checked.
+
+    `workers` > 1: as `--workers N`, the supervisor and its workers (their CPU is the reaped
+    supervisor's children's, their engine CPU the sum of each worker's exit line).
+    """
+    log_path = Path(args.workdir) / f"inferencer-{names.detections_topic}.log"
     env = {**inferencer_env(kafka, names, model, args.max_batch), "FRAMEBUS_LOG_LEVEL": "info"}
+    if workers > 1:
+        env["FRAMEBUS_WORKERS"] = str(workers)
     if len(frame_formats()) > 1:  # the inferencer has the setting: the graph takes these records
         env["FRAMEBUS_FRAME_FORMAT"] = args.frame_format
     env["FRAMEBUS_CANDIDATE_SELECTION"] = args.candidate_selection
@@ -233,6 +259,9 @@ class RunFigures:
     # encode, produce, flush and commit a batch): what every such service pays these libraries.
     relay_floor: float
     broker_relay: float  # the broker meanwhile
+    # With --workers N: `framebus inferencer --workers N` draining the same frames (nan without)
+    workers_own: float = float("nan")
+    workers_whole: float = float("nan")
 
 
 def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
@@ -246,10 +275,20 @@ def figures(
     floor: tuple[Life, Life],
     staged: tuple[Life, Life],
     relay: tuple[Life, Life],
+    workers: tuple[Life, Life] | None = None,
 ) -> RunFigures:
     """The marginal figures of one run from its processes (small, large)."""
     n = (fb[0].frames, fb[1].frames)
+    by_workers = {}
+    if workers is not None:
+        by_workers = {
+            "workers_own": per_frame_ms(
+                workers[0].cpu_s - workers[0].engine_s, workers[1].cpu_s - workers[1].engine_s, n
+            ),
+            "workers_whole": per_frame_ms(workers[0].cpu_s, workers[1].cpu_s, n),
+        }
     return RunFigures(
+        **by_workers,
         framebus_own=per_frame_ms(fb[0].cpu_s - fb[0].engine_s, fb[1].cpu_s - fb[1].engine_s, n),
         framebus_whole=per_frame_ms(fb[0].cpu_s, fb[1].cpu_s, n),
         engine=per_frame_ms(fb[0].engine_s, fb[1].engine_s, n),
@@ -273,6 +312,9 @@ def one_run(
     sizes = [args.small, args.large]
     fb_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
     relay_topics = [fresh_topics(kafka, args.partitions, prefix="relay") for _ in sizes]
+    worker_topics = [
+        fresh_topics(kafka, args.partitions, prefix="workers") for _ in sizes if args.workers > 1
+    ]
     bare_topics = fb_topics
     if args.frame_format != RGB:
         bare_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
@@ -295,15 +337,26 @@ def one_run(
             answers = relay_topics[i].detections_topic
             lives["relay", i] = bare_life(kafka, topic, n, args.max_batch, relay=answers)
             lives["framebus", i] = framebus_life(kafka, fb_topics[i], model, args, n)
+            if args.workers > 1:  # the same frames, its answers on a topic of their own
+                outputs = worker_topics[i]
+                again = dataclasses.replace(
+                    fb_topics[i],
+                    detections_topic=outputs.detections_topic,
+                    deadletter_topic=outputs.deadletter_topic,
+                )
+                lives["workers", i] = framebus_life(kafka, again, model, args, n, args.workers)
     finally:
-        for names in {id(t): t for t in [*fb_topics, *bare_topics, *relay_topics]}.values():
+        every = [*fb_topics, *bare_topics, *relay_topics, *worker_topics]
+        for names in {id(t): t for t in every}.values():
             delete_topics(kafka, names)
     fb = (lives["framebus", 0], lives["framebus", 1])
     bare = (lives["bare", 0], lives["bare", 1])
     floor = (lives.get(("floor", 0), bare[0]), lives.get(("floor", 1), bare[1]))
     staged = (lives["staged", 0], lives["staged", 1])
     relay = (lives["relay", 0], lives["relay", 1])
-    return figures(fb, bare, floor, staged, relay), [*fb, *bare, *floor, *staged, *relay]
+    workers = (lives["workers", 0], lives["workers", 1]) if args.workers > 1 else None
+    got = figures(fb, bare, floor, staged, relay, workers)
+    return got, [*fb, *bare, *floor, *staged, *relay, *(workers or ())]
 
 
 COLUMNS = (
@@ -320,6 +373,8 @@ COLUMNS = (
     ("broker_floor", "broker fb-fmt"),
     ("relay_floor", "+ relay"),
     ("broker_relay", "broker rel"),
+    ("workers_own", "N wk own"),
+    ("workers_whole", "N wk whole"),
 )
 
 
@@ -347,6 +402,13 @@ def parse_args() -> argparse.Namespace:
         default=CandidateSelection.TOPK.value,
         help="the inferencer's candidate_selection; topk (the default here) is what `auto` "
         "picks on a GPU provider, so the host is left what it does at GPU speed",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="N > 1: also drain the same frames with `framebus inferencer --workers N` and "
+        "compare its CPU a frame (every worker and the supervisor) with the single process's",
     )
     parser.add_argument("--runs", type=int, default=5, help="counted runs (medians)")
     parser.add_argument("--warm-up", type=int, default=1, help="runs first, not counted")
@@ -468,6 +530,15 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
         f"{least:.3f}, {least_rgb:.3f} with RGB records: {least / least_rgb:.2f} x, "
         f"{reach(least / least_rgb, GOAL_BROKER)} for the goal <= {GOAL_BROKER} x"
     )
+    if not math.isnan(medians["workers_own"]):
+        ratio, per_run = median_ratio(runs, "workers_own", "framebus_own")
+        whole, _ = median_ratio(runs, "workers_whole", "framebus_whole")
+        print(
+            f"--workers: framebus's own CPU a frame, all the workers and the "
+            f"supervisor together, {medians['workers_own']:.3f} ms against one process's "
+            f"{own:.3f}: {ratio:.2f} x (runs {', '.join(f'{r:.2f}' for r in per_run)}; "
+            f"{verdict(ratio, GOAL_WORKERS, at_most=True)}); the whole processes {whole:.2f} x"
+        )
     if any(getattr(r, key) <= 0 for r in runs for key in ("framebus_own", "bare")):
         print(
             "a run's marginal figure is not above zero: the processes' fixed costs varied by more "
