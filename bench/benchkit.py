@@ -39,7 +39,14 @@ from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
 from framebus.malloc import MALLOC_TRIM_THRESHOLD_BYTES, keep_freed_heap
-from framebus.messages import Compression, Detections, FrameStatus, PixelFormat, TensorLayout
+from framebus.messages import (
+    Compression,
+    Detections,
+    Frame,
+    FrameStatus,
+    PixelFormat,
+    TensorLayout,
+)
 from framebus.pixels import i420_nbytes, rgb_to_i420
 from framebus.topology import INFERENCE_TOPICS, Sizing, Topic, TopicSettings, pipeline_specs
 from framebus_decoder.service import producer_overrides
@@ -402,9 +409,10 @@ def bare_consume(
     relayed = None
     if relay is not None:
         producer = confluent_kafka.Producer(Producer(kafka).config)
-        relayed = functools.partial(relay_batch, client, producer, relay, FrameCodec())
+        codecs = (FrameCodec(), DetectionsCodec())  # made once: each parses its schema
+        relayed = functools.partial(relay_batch, client, producer, relay, codecs)
     rows: U8 | None = None
-    if stage:  # the largest record, an RGB frame's pixels plus its head, fits a row
+    if stage or relayed is not None:  # the largest record, RGB pixels plus a head, fits a row
         rows = np.ones((batch, SIZE * SIZE * 3 + 4096), np.uint8)
     got, nbytes, first_n = 0, 0, 0
     t0 = t1 = first_wall = 0.0
@@ -451,11 +459,28 @@ def bare_consume(
     )
 
 
+def no_boxes(frame: Frame, batch_size: int, partition: int, offset: int) -> Detections:
+    """The detections record of a frame in which nothing was found."""
+    return Detections(
+        camera_id=frame.camera_id,
+        seq=frame.seq,
+        capture_ts_us=frame.capture_ts_us,
+        status=FrameStatus.INFERRED,
+        model_name="bench",
+        model_version="1",
+        orig_width=frame.orig_width,
+        orig_height=frame.orig_height,
+        batch_size=batch_size,
+        frame_partition=partition,
+        frame_offset=offset,
+    )
+
+
 def relay_batch(
     consumer: Any,
     producer: Any,
     topic: str,
-    frames: FrameCodec,
+    codecs: tuple[FrameCodec, DetectionsCodec],
     rows: U8,
     batch: list[Any],
 ) -> None:
@@ -465,24 +490,12 @@ def relay_batch(
     detections record (no boxes) and produce it keyed by camera; per batch: wait for the
     acknowledgements, then commit the offsets (asynchronously), as at-least-once requires.
     """
-    codec = DetectionsCodec()
+    frames, codec = codecs
     for row, m in zip(rows, batch, strict=False):
         frame = frames.decode_view(m.value() or b"")
         pixels = np.frombuffer(frame.tensor, np.uint8)
         row[: len(pixels)] = pixels
-        result = Detections(
-            camera_id=frame.camera_id,
-            seq=frame.seq,
-            capture_ts_us=frame.capture_ts_us,
-            status=FrameStatus.INFERRED,
-            model_name="bench",
-            model_version="1",
-            orig_width=frame.orig_width,
-            orig_height=frame.orig_height,
-            batch_size=len(batch),
-            frame_partition=m.partition(),
-            frame_offset=m.offset(),
-        )
+        result = no_boxes(frame, len(batch), m.partition(), m.offset())
         producer.produce(topic, codec.encode(result), frame.camera_id)
     producer.flush(30)
     consumer.commit(asynchronous=True)
@@ -535,7 +548,7 @@ def bare_consume_process(
         batch,
         overrides or {},
         keep_heap,
-        stage or relay is not None,
+        stage,
         relay,
         sender,
     )

@@ -501,18 +501,19 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
     floors = (
         (
             "staged_floor",
-            "the floor with the batch input's copy (each record also copied into a row",
+            "the floor with the batch input's copy (each record also copied into a row of a "
+            "batch buffer)",
         ),
-        ("relay_floor", "the floor of any service answering each frame with one record (also"),
+        (
+            "relay_floor",
+            "the floor of any service answering each frame with one record (also decoding its "
+            "head and producing a detections record; a batch flushed, then committed)",
+        ),
     )
-    tails = (
-        " of a batch buffer)",
-        " decoding its head and producing a detections record; a batch flushed, then committed)",
-    )
-    for (key, what), tail in zip(floors, tails, strict=True):
+    for key, what in floors:
         value = medians[key]
         print(
-            f"{what}{tail}: {value:.3f} ms a frame; against {GOAL_MS} ms: "
+            f"{what}: {value:.3f} ms a frame; against {GOAL_MS} ms: "
             f"{reach(value, GOAL_MS)}; against {GOAL_RATIO} x the bare consumer, "
             f"{ratio_ms:.3f} ms: {reach(value, ratio_ms)}; framebus's own less it "
             f"{own - value:.3f} ms"
