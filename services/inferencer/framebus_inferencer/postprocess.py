@@ -18,6 +18,7 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -55,10 +56,18 @@ class RawDetections:
     # All K candidate rows of the graph were above the threshold: more may have been cut.
     saturated: bool = False
 
-    @classmethod
-    def empty(cls) -> RawDetections:
-        """No detections."""
-        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
+
+def _no_detections() -> RawDetections:
+    empty = RawDetections(
+        np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
+    )
+    for array in (empty.boxes, empty.scores, empty.class_ids):
+        array.flags.writeable = False
+    return empty
+
+
+# No detections: one shared, read-only value (most frames of a camera find nothing).
+NO_DETECTIONS = _no_detections()
 
 
 def cxcywh_to_xyxy(boxes: FloatArray) -> FloatArray:
@@ -216,14 +225,29 @@ class Decoder:
     def decode(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> list[RawDetections]:
         """Detections of the first `n` images of a (possibly padded) batch."""
         if self.candidates is not None:
-            return [self._candidate_rows(outputs[0][i], self.candidates) for i in range(n)]
+            rows, layout = outputs[0], self.candidates
+            found = self._frames_with(rows[:n, :, 4])
+            return [
+                self._candidate_rows(rows[i], layout) if found[i] else NO_DETECTIONS
+                for i in range(n)
+            ]
         if self.head is HeadFormat.YOLOV8:
             return [self._candidates_v8(outputs[0][i]) for i in range(n)]
         if self.head is HeadFormat.YOLOV5:
-            return [self._candidates_v5(outputs[0][i]) for i in range(n)]
+            found = self._frames_with(outputs[0][:n, :, 4])
+            return [
+                self._candidates_v5(outputs[0][i]) if found[i] else NO_DETECTIONS for i in range(n)
+            ]
         if self.head is HeadFormat.END2END:
             return [self._end2end(outputs, i) for i in range(n)]
         raise ModelError("head format must be resolved before decoding")
+
+    def _frames_with(self, scores: npt.NDArray[np.generic]) -> list[bool]:
+        """Which frames of a batch have a row scoring the threshold, in one step for the batch.
+
+        A frame with none then costs no numpy calls of its own.
+        """
+        return cast(list[bool], np.greater_equal(scores, self.conf_threshold).any(axis=1).tolist())
 
     def check(self, outputs: Sequence[npt.NDArray[np.generic]], n: int) -> None:
         """Refuse outputs this decoder cannot decode: run on warm-up outputs, before any frame.
@@ -257,7 +281,7 @@ class Decoder:
         # candidates' best class is found below, on few columns.
         keep = np.flatnonzero(np.greater_equal(classes, self.conf_threshold).any(axis=0))
         if keep.size == 0:
-            return RawDetections.empty()
+            return NO_DETECTIONS
         cand = np.asarray(image[:, keep], np.float32).T  # (K, 4 + C) of the candidates only
         return self._nms(cand[:, :4], cand[:, 4:])
 
@@ -265,7 +289,7 @@ class Decoder:
         # score = objectness x class probability <= objectness: filter on objectness first.
         keep = np.flatnonzero(np.greater_equal(pred[:, 4], self.conf_threshold))
         if keep.size == 0:
-            return RawDetections.empty()
+            return NO_DETECTIONS
         cand = np.asarray(pred[keep], np.float32)
         return self._nms(cand[:, :4], cand[:, 5:] * cand[:, 4:5])
 
@@ -283,7 +307,7 @@ class Decoder:
         valid = np.flatnonzero(found[:, 4] >= self.conf_threshold)
         saturated = valid.size == layout.k < layout.anchors
         if valid.size == 0:
-            return RawDetections.empty()
+            return NO_DETECTIONS
         cand = found[valid]
         cand = cand[np.argsort(cand[:, 6], kind="stable")]
         class_ids = cand[:, 5].astype(np.int64)
@@ -307,7 +331,7 @@ class Decoder:
         if keep.size > MAX_NMS_CANDIDATES:
             keep = keep[np.argsort(-scores[keep], kind="stable")[:MAX_NMS_CANDIDATES]]
         if keep.size == 0:
-            return RawDetections.empty()
+            return NO_DETECTIONS
         boxes = cxcywh_to_xyxy(cxcywh[keep])
         kept = nms(boxes, scores[keep], class_ids[keep], self.iou_threshold)[: self.max_detections]
         return RawDetections(

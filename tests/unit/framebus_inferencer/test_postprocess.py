@@ -6,6 +6,8 @@ import pytest
 from framebus.errors import ModelError
 from framebus.letterbox import boxes_to_original
 from framebus_inferencer.postprocess import (
+    NO_DETECTIONS,
+    CandidateRows,
     Decoder,
     anchor_counts,
     check_head,
@@ -67,6 +69,19 @@ def test_decode_yolov5_when_objectness_low_then_score_is_product() -> None:
 def test_decode_when_batch_padded_then_only_real_images_decoded() -> None:
     out = np.zeros((4, 6, 1), np.float32)
     assert len(Decoder(HeadFormat.YOLOV8).decode([out], 3)) == 3
+
+
+def test_decode_candidate_rows_when_some_frames_empty_then_only_the_others_decoded() -> None:
+    rows = np.zeros((4, 3, 7), np.float32)
+    rows[..., 4] = -np.inf  # below the graph's threshold
+    rows[1, 0] = (50, 60, 20, 10, 0.9, 2, 7)  # frame 1: one candidate, anchor 7
+    decoder = Decoder(HeadFormat.YOLOV8, candidates=CandidateRows(3, 8400, 0.25))
+    empty, found, also_empty = decoder.decode([rows], 3)  # frame 3 is the batch's padding
+    assert empty is NO_DETECTIONS and also_empty is NO_DETECTIONS
+    np.testing.assert_array_equal(found.boxes, [[40, 55, 60, 65]])
+    assert found.class_ids.tolist() == [2] and found.scores.tolist() == [np.float32(0.9)]
+    with pytest.raises(ValueError, match="read-only"):
+        empty.boxes[:] = 1  # shared by every empty frame: nobody may write it
 
 
 def test_detect_head_when_shapes_given_then_layout_recognised() -> None:
