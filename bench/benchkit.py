@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from framebus.codec import DetectionsCodec, FrameCodec
 from framebus.kafka.consumer import Consumer
 from framebus.kafka.producer import Producer
+from framebus.kafka.reader import Reader
 from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import ensure_topics
 from framebus.letterbox import Letterbox
@@ -392,6 +393,7 @@ def bare_consume(
     overrides: dict[str, Any],
     stage: bool = False,
     relay: str | None = None,
+    partitions: Sequence[int] | None = None,
 ) -> Consumed:
     """A bare confluent_kafka.Consumer reading the topic from the beginning: rate and costs.
 
@@ -402,10 +404,16 @@ def bare_consume(
     one copy a batched model input needs (its rows written once before the first record).
     `relay` (a topic): it also does per record what any service answering each frame with one
     record must (`relay_batch`), with framebus's codecs and a raw producer of framebus's settings.
+    `partitions`: it reads only these, assigned (no group join), so several such consumers in
+    their own processes split a topic as a group's members would, without its rebalances.
     """
     wrapper = Consumer(kafka, f"bench-bare-{uuid.uuid4().hex[:8]}", overrides)
     client = confluent_kafka.Consumer(wrapper.config)
-    client.subscribe([topic])
+    if partitions is None:
+        client.subscribe([topic])
+    else:
+        first = confluent_kafka.OFFSET_BEGINNING
+        client.assign([confluent_kafka.TopicPartition(topic, p, first) for p in partitions])
     relayed = None
     if relay is not None:
         producer = confluent_kafka.Producer(Producer(kafka).config)
@@ -510,13 +518,14 @@ def _bare_consume_child(
     keep_heap: bool,
     stage: bool,
     relay: str | None,
+    partitions: Sequence[int] | None,
     out: Connection,
 ) -> None:
     if keep_heap:
         keep_freed_heap(MALLOC_TRIM_THRESHOLD_BYTES)
     kafka = KafkaSettings(bootstrap_servers=bootstrap)
     try:
-        out.send(bare_consume(kafka, topic, frames, batch, overrides, stage, relay))
+        out.send(bare_consume(kafka, topic, frames, batch, overrides, stage, relay, partitions))
     except Exception as exc:  # handed to the parent, which raises it with the run's context
         out.send(f"{type(exc).__name__}: {exc}")
         raise
@@ -539,33 +548,70 @@ def bare_consume_process(
     after a fill had produced 1.2 GB there, the same consumer read 2-5x slower than in a fresh
     one: the baseline would have carried that process's heap rather than the consumer's cost.
     """
+    shares = [(None, frames)]
+    return bare_consume_processes(kafka, topic, shares, batch, overrides, keep_heap, stage, relay)[
+        0
+    ]
+
+
+# Which partitions one process reads (None: the whole topic, subscribed) and how many records.
+Share = tuple[Sequence[int] | None, int]
+
+
+def split_shares(kafka: KafkaSettings, topic: str, processes: int) -> list[Share]:
+    """The topic's partitions dealt round-robin to `processes` processes, with their records."""
+    with Reader(kafka) as reader:  # a fresh topic, not transactional: a record an offset
+        ends = reader.end_offsets(topic)
+    parts = sorted(ends)
+    dealt = [parts[i::processes] for i in range(processes)]
+    return [(share, sum(ends[p] for p in share)) for share in dealt]
+
+
+def bare_consume_processes(
+    kafka: KafkaSettings,
+    topic: str,
+    shares: Sequence[Share],
+    batch: int,
+    overrides: dict[str, Any] | None = None,
+    keep_heap: bool = False,
+    stage: bool = False,
+    relay: str | None = None,
+) -> list[Consumed]:
+    """`bare_consume_process` for each share at once, each in its own fresh process."""
     context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    args = (
-        kafka.bootstrap_servers,
-        topic,
-        frames,
-        batch,
-        overrides or {},
-        keep_heap,
-        stage,
-        relay,
-        sender,
-    )
-    proc = context.Process(target=_bare_consume_child, args=args, daemon=True)
-    proc.start()
-    sender.close()
-    try:
-        got: Consumed | str = receiver.recv() if receiver.poll(180) else "no result in 180 s"
-    except EOFError:
-        got = "exited without a result"
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-    if not isinstance(got, Consumed):
-        raise RuntimeError(f"bare consumer process (exit code {proc.exitcode}): {got}")
-    return got
+    started = []
+    for partitions, frames in shares:
+        receiver, sender = context.Pipe(duplex=False)
+        args = (
+            kafka.bootstrap_servers,
+            topic,
+            frames,
+            batch,
+            overrides or {},
+            keep_heap,
+            stage,
+            relay,
+            partitions,
+            sender,
+        )
+        proc = context.Process(target=_bare_consume_child, args=args, daemon=True)
+        proc.start()
+        sender.close()
+        started.append((proc, receiver))
+    results = []
+    for proc, receiver in started:
+        try:
+            got: Consumed | str = receiver.recv() if receiver.poll(180) else "no result in 180 s"
+        except EOFError:
+            got = "exited without a result"
+        finally:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+        if not isinstance(got, Consumed):
+            raise RuntimeError(f"bare consumer process (exit code {proc.exitcode}): {got}")
+        results.append(got)
+    return results
 
 
 # ---------------------------------------------------------------------------------------------

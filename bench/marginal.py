@@ -38,7 +38,8 @@ picks on a GPU) leaves the host what it does at GPU speed.
 
 --workers N (N > 1): `framebus inferencer --workers N` also drains the same frames (its answers
 on topics of their own); its CPU a frame, every worker and the supervisor together, against the
-single process's.
+single process's. Its floor (`N relays`): N relay consumers at once, each in its own process on its
+share of the partitions (assigned: no group, no rebalances), against the one relay.
 
 Goals (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame; the
 broker's during an I420 drain <= 0.6 x an RGB drain's; N workers' own <= 1.0 x one process's.
@@ -72,6 +73,7 @@ from bench.benchkit import (
     SIZE,
     add_bootstrap_argument,
     bare_consume_process,
+    bare_consume_processes,
     broker_pids,
     delete_topics,
     fill_frames,
@@ -82,6 +84,7 @@ from bench.benchkit import (
     print_header,
     read_detections,
     run_inferencer,
+    split_shares,
     usage_between,
     verdict,
 )
@@ -169,6 +172,26 @@ def bare_life(
     return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, got.cpu_s, got.frames, nan)
 
 
+def relays_life(
+    kafka: KafkaSettings, topic: str, frames: int, batch: int, relay: str, n: int
+) -> Life:
+    """`n` relay consumers at once, each in its own process on its share of the partitions.
+
+    The floor of `--workers n`: what these libraries cost `n` processes splitting the frames
+    (each its own clients, threads, fetches and produce requests), without a group's rebalances.
+    """
+    brokers = broker_pids(kafka.bootstrap_servers)
+    shares = split_shares(kafka, topic, n)
+    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    got = bare_consume_processes(kafka, topic, shares, batch, keep_heap=True, relay=relay)
+    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    nan = float("nan")
+    window_cpu_s, window_frames = sum(g.cpu_s for g in got), sum(g.frames for g in got)
+    if sum(share for _, share in shares) != frames:
+        raise RuntimeError(f"{topic}: {shares} is not {frames} records")
+    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, window_cpu_s, window_frames, nan)
+
+
 def engine_cpu_at_exit(log_path: Path) -> float:
     """The engine's CPU seconds from the inferencer's exit lines (one a worker process)."""
     lines = [
@@ -220,7 +243,9 @@ def framebus_life(
         statuses != {FrameStatus.INFERRED: frames}
         or len({(d.camera_id, d.seq) for _, d in dets}) != frames
     ):
-        raise RuntimeError(f"{frames} frames: detections {dict(statuses)}; log {log_path}")
+        # The log goes with the run's temporary directory: its tail is the evidence.
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+        raise RuntimeError(f"{frames} frames: detections {dict(statuses)}; log {log_path}:\n{tail}")
     # As bench.capacity: the first batch's records end the start-up; later records are frames.
     first_ms, last_ms = dets[0][0], dets[-1][0]
     window_cpu_s = usage_between(samples, first_ms / 1000, last_ms / 1000)[0]
@@ -262,6 +287,8 @@ class RunFigures:
     # With --workers N: `framebus inferencer --workers N` draining the same frames (nan without)
     workers_own: float = float("nan")
     workers_whole: float = float("nan")
+    # and N relay processes, each on its share of the partitions: the floor of N workers
+    relays_floor: float = float("nan")
 
 
 def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
@@ -276,12 +303,14 @@ def figures(
     staged: tuple[Life, Life],
     relay: tuple[Life, Life],
     workers: tuple[Life, Life] | None = None,
+    relays: tuple[Life, Life] | None = None,
 ) -> RunFigures:
     """The marginal figures of one run from its processes (small, large)."""
     n = (fb[0].frames, fb[1].frames)
     by_workers = {}
-    if workers is not None:
+    if workers is not None and relays is not None:
         by_workers = {
+            "relays_floor": per_frame_ms(relays[0].cpu_s, relays[1].cpu_s, n),
             "workers_own": per_frame_ms(
                 workers[0].cpu_s - workers[0].engine_s, workers[1].cpu_s - workers[1].engine_s, n
             ),
@@ -315,6 +344,9 @@ def one_run(
     worker_topics = [
         fresh_topics(kafka, args.partitions, prefix="workers") for _ in sizes if args.workers > 1
     ]
+    relays_topics = [
+        fresh_topics(kafka, args.partitions, prefix="relays") for _ in sizes if args.workers > 1
+    ]
     bare_topics = fb_topics
     if args.frame_format != RGB:
         bare_topics = [fresh_topics(kafka, args.partitions, prefix="marg") for _ in sizes]
@@ -345,8 +377,12 @@ def one_run(
                     deadletter_topic=outputs.deadletter_topic,
                 )
                 lives["workers", i] = framebus_life(kafka, again, model, args, n, args.workers)
+                answers = relays_topics[i].detections_topic
+                lives["relays", i] = relays_life(
+                    kafka, topic, n, args.max_batch, answers, args.workers
+                )
     finally:
-        every = [*fb_topics, *bare_topics, *relay_topics, *worker_topics]
+        every = [*fb_topics, *bare_topics, *relay_topics, *worker_topics, *relays_topics]
         for names in {id(t): t for t in every}.values():
             delete_topics(kafka, names)
     fb = (lives["framebus", 0], lives["framebus", 1])
@@ -354,9 +390,12 @@ def one_run(
     floor = (lives.get(("floor", 0), bare[0]), lives.get(("floor", 1), bare[1]))
     staged = (lives["staged", 0], lives["staged", 1])
     relay = (lives["relay", 0], lives["relay", 1])
-    workers = (lives["workers", 0], lives["workers", 1]) if args.workers > 1 else None
-    got = figures(fb, bare, floor, staged, relay, workers)
-    return got, [*fb, *bare, *floor, *staged, *relay, *(workers or ())]
+    workers = relays = None
+    if args.workers > 1:
+        workers = (lives["workers", 0], lives["workers", 1])
+        relays = (lives["relays", 0], lives["relays", 1])
+    got = figures(fb, bare, floor, staged, relay, workers, relays)
+    return got, [*fb, *bare, *floor, *staged, *relay, *(workers or ()), *(relays or ())]
 
 
 COLUMNS = (
@@ -375,6 +414,7 @@ COLUMNS = (
     ("broker_relay", "broker rel"),
     ("workers_own", "N wk own"),
     ("workers_whole", "N wk whole"),
+    ("relays_floor", "N relays"),
 )
 
 
@@ -539,6 +579,14 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
             f"supervisor together, {medians['workers_own']:.3f} ms against one process's "
             f"{own:.3f}: {ratio:.2f} x (runs {', '.join(f'{r:.2f}' for r in per_run)}; "
             f"{verdict(ratio, GOAL_WORKERS, at_most=True)}); the whole processes {whole:.2f} x"
+        )
+        relays, per_run = median_ratio(runs, "relays_floor", "relay_floor")
+        print(
+            f"the floor of --workers: as many relay processes, each on its share of the "
+            f"partitions, {medians['relays_floor']:.3f} ms a frame together against one relay's "
+            f"{medians['relay_floor']:.3f}: {relays:.2f} x (runs "
+            f"{', '.join(f'{r:.2f}' for r in per_run)}); against the goal <= {GOAL_WORKERS} x: "
+            f"{reach(relays, GOAL_WORKERS)}"
         )
     if any(getattr(r, key) <= 0 for r in runs for key in ("framebus_own", "bare")):
         print(
