@@ -41,6 +41,10 @@ on topics of their own); its CPU a frame, every worker and the supervisor togeth
 single process's. Its floor (`N relays`): N relay consumers at once, each in its own process on its
 share of the partitions (assigned: no group, no rebalances), against the one relay.
 
+Each run also reads the broker's CPU over a few quiet seconds (`broker idle`, ms a second) and
+each drain's wall time: framebus's longer drain times that idle rate is what the broker spends
+on framebus merely for being up longer.
+
 Goals (issue 41): framebus's own <= 0.6 x the bare consumer's, and <= 0.25 ms a frame; the
 broker's during an I420 drain <= 0.6 x an RGB drain's; N workers' own <= 1.0 x one process's.
 
@@ -61,6 +65,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -141,6 +146,7 @@ class Life:
     window_cpu_s: float  # its CPU between its first and last batch (bench.capacity's window)
     window_frames: int  # the frames after the first batch
     before_s: float  # its CPU before the first batch's records (nan: not sampled)
+    wall_s: float = float("nan")  # from its start to its exit
 
 
 def children_cpu_s() -> float:
@@ -163,13 +169,13 @@ def bare_life(
     each record with a detections record on that topic (`bare_consume`).
     """
     brokers = broker_pids(kafka.bootstrap_servers)
-    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    cpu0, (_, broker0), wall0 = children_cpu_s(), host_usage(brokers), time.monotonic()
     got = bare_consume_process(
         kafka, topic, frames, batch, keep_heap=True, stage=stage, relay=relay
     )
-    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    cpu1, (_, broker1), wall = children_cpu_s(), host_usage(brokers), time.monotonic() - wall0
     nan = float("nan")
-    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, got.cpu_s, got.frames, nan)
+    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, got.cpu_s, got.frames, nan, wall)
 
 
 def relays_life(
@@ -182,14 +188,14 @@ def relays_life(
     """
     brokers = broker_pids(kafka.bootstrap_servers)
     shares = split_shares(kafka, topic, n)
-    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    cpu0, (_, broker0), wall0 = children_cpu_s(), host_usage(brokers), time.monotonic()
     got = bare_consume_processes(kafka, topic, shares, batch, keep_heap=True, relay=relay)
-    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    cpu1, (_, broker1), wall = children_cpu_s(), host_usage(brokers), time.monotonic() - wall0
     nan = float("nan")
     window_cpu_s, window_frames = sum(g.cpu_s for g in got), sum(g.frames for g in got)
     if sum(share for _, share in shares) != frames:
         raise RuntimeError(f"{topic}: {shares} is not {frames} records")
-    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, window_cpu_s, window_frames, nan)
+    return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, window_cpu_s, window_frames, nan, wall)
 
 
 def engine_cpu_at_exit(log_path: Path) -> float:
@@ -225,9 +231,9 @@ def framebus_life(
         env["FRAMEBUS_FRAME_FORMAT"] = args.frame_format
     env["FRAMEBUS_CANDIDATE_SELECTION"] = args.candidate_selection
     brokers = broker_pids(kafka.bootstrap_servers)
-    cpu0, (_, broker0) = children_cpu_s(), host_usage(brokers)
+    cpu0, (_, broker0), wall0 = children_cpu_s(), host_usage(brokers), time.monotonic()
     code, samples = run_inferencer(env, log_path)
-    cpu1, (_, broker1) = children_cpu_s(), host_usage(brokers)
+    cpu1, (_, broker1), wall = children_cpu_s(), host_usage(brokers), time.monotonic() - wall0
     if code:
         raise RuntimeError(f"inferencer exit code {code}; log {log_path}:\n{log_path.read_text()}")
     codec = DetectionsCodec()
@@ -258,7 +264,19 @@ def framebus_life(
         window_cpu_s,
         frames - max(1, dets[0][1].batch_size),
         before_s,
+        wall,
     )
+
+
+IDLE_WINDOW_S = 3.0  # the broker's CPU read with nothing else running, once a run
+
+
+def broker_idle_ms_per_s(kafka: KafkaSettings) -> float:
+    """The local broker's CPU over IDLE_WINDOW_S with no client running: ms a second."""
+    brokers = broker_pids(kafka.bootstrap_servers)
+    before = host_usage(brokers)[1]
+    time.sleep(IDLE_WINDOW_S)
+    return (host_usage(brokers)[1] - before) * 1000 / IDLE_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -289,6 +307,11 @@ class RunFigures:
     workers_whole: float = float("nan")
     # and N relay processes, each on its share of the partitions: the floor of N workers
     relays_floor: float = float("nan")
+    # Wall time a frame, marginal, of framebus's drain and the relay's (ms), and the broker's
+    # idle CPU (ms a second): what the longer drain alone costs the broker.
+    wall_framebus: float = float("nan")
+    wall_relay: float = float("nan")
+    broker_idle: float = float("nan")
 
 
 def per_frame_ms(small: float, large: float, frames: tuple[int, int]) -> float:
@@ -304,10 +327,11 @@ def figures(
     relay: tuple[Life, Life],
     workers: tuple[Life, Life] | None = None,
     relays: tuple[Life, Life] | None = None,
+    broker_idle: float = float("nan"),
 ) -> RunFigures:
     """The marginal figures of one run from its processes (small, large)."""
     n = (fb[0].frames, fb[1].frames)
-    by_workers = {}
+    by_workers: dict[str, float] = {}
     if workers is not None and relays is not None:
         by_workers = {
             "relays_floor": per_frame_ms(relays[0].cpu_s, relays[1].cpu_s, n),
@@ -318,6 +342,7 @@ def figures(
         }
     return RunFigures(
         **by_workers,
+        broker_idle=broker_idle,
         framebus_own=per_frame_ms(fb[0].cpu_s - fb[0].engine_s, fb[1].cpu_s - fb[1].engine_s, n),
         framebus_whole=per_frame_ms(fb[0].cpu_s, fb[1].cpu_s, n),
         engine=per_frame_ms(fb[0].engine_s, fb[1].engine_s, n),
@@ -331,6 +356,8 @@ def figures(
         broker_floor=per_frame_ms(floor[0].broker_s, floor[1].broker_s, n),
         relay_floor=per_frame_ms(relay[0].cpu_s, relay[1].cpu_s, n),
         broker_relay=per_frame_ms(relay[0].broker_s, relay[1].broker_s, n),
+        wall_framebus=per_frame_ms(fb[0].wall_s, fb[1].wall_s, n),
+        wall_relay=per_frame_ms(relay[0].wall_s, relay[1].wall_s, n),
     )
 
 
@@ -357,6 +384,7 @@ def one_run(
             if bare_names is not fb_names:
                 fill_frames(kafka, bare_names.frames_topic, n, args.cameras)
         os.sync()  # the fills' gigabytes written back now, not inside a drain
+        idle = broker_idle_ms_per_s(kafka)
         order = [1, 0] if large_first else [0, 1]
         for i in order:
             n = sizes[i]
@@ -394,7 +422,7 @@ def one_run(
     if args.workers > 1:
         workers = (lives["workers", 0], lives["workers", 1])
         relays = (lives["relays", 0], lives["relays", 1])
-    got = figures(fb, bare, floor, staged, relay, workers, relays)
+    got = figures(fb, bare, floor, staged, relay, workers, relays, idle)
     return got, [*fb, *bare, *floor, *staged, *relay, *(workers or ()), *(relays or ())]
 
 
@@ -415,6 +443,9 @@ COLUMNS = (
     ("workers_own", "N wk own"),
     ("workers_whole", "N wk whole"),
     ("relays_floor", "N relays"),
+    ("wall_framebus", "wall fb"),
+    ("wall_relay", "wall relay"),
+    ("broker_idle", "broker idle"),
 )
 
 
@@ -570,6 +601,13 @@ def report(runs: list[RunFigures]) -> dict[str, float]:
         f"of it: one produce request per partition of a batch, librdkafka's way, and a commit) "
         f"{least:.3f}, {least_rgb:.3f} with RGB records: {least / least_rgb:.2f} x, "
         f"{reach(least / least_rgb, GOAL_BROKER)} for the goal <= {GOAL_BROKER} x"
+    )
+    longer_ms = medians["wall_framebus"] - medians["wall_relay"]
+    idle_share = medians["broker_idle"] * longer_ms / 1000
+    print(
+        f"framebus's drain takes {longer_ms:.3f} ms a frame longer than the relay's; at the "
+        f"broker's idle {medians['broker_idle']:.1f} ms of CPU a second that is {idle_share:.3f} "
+        f"ms a frame of the {drain - least:.3f} framebus asks of the broker above the relay"
     )
     if not math.isnan(medians["workers_own"]):
         ratio, per_run = median_ratio(runs, "workers_own", "framebus_own")

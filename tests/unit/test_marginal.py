@@ -19,8 +19,9 @@ def test_figures_when_workers_and_relays_then_their_floor_beside_them() -> None:
     fb = (life(small, 10.0, 8.0), life(large, 40.0, 35.0))  # own: (5 - 2) s / 3000 = 1 ms
     workers = (life(small, 12.0, 8.0), life(large, 48.0, 41.0))  # own: (7 - 4) s / 3000
     relays = (life(small, 2.0), life(large, 5.0))  # 1 ms a frame
-    got = figures(fb, pair, pair, pair, pair, workers, relays)
+    got = figures(fb, pair, pair, pair, pair, workers, relays, broker_idle=20.0)
     assert math.isclose(got.framebus_own, 1.0) and math.isclose(got.workers_own, 1.0)
+    assert got.broker_idle == 20.0
     assert math.isclose(got.relay_floor, 0.5) and math.isclose(got.relays_floor, 1.0)
 
 
