@@ -13,7 +13,8 @@ import onnx
 
 from framebus.errors import ModelError
 from framebus_inferencer.graph import image_input, prepend_uint8_input
-from framebus_inferencer.postprocess import check_head, class_names, detect_head
+from framebus_inferencer.headlayout import check_head, detect_head
+from framebus_inferencer.postprocess import class_names
 from framebus_inferencer.settings import HeadFormat
 
 

@@ -5,15 +5,13 @@ import pytest
 
 from framebus.errors import ModelError
 from framebus.letterbox import boxes_to_original
+from framebus_inferencer.headlayout import anchor_counts, check_head, detect_head
 from framebus_inferencer.postprocess import (
     NO_DETECTIONS,
     CandidateRows,
     Decoder,
-    anchor_counts,
-    check_head,
     class_names,
     cxcywh_to_xyxy,
-    detect_head,
     nms,
 )
 from framebus_inferencer.settings import HeadFormat
