@@ -549,9 +549,8 @@ def bare_consume_process(
     one: the baseline would have carried that process's heap rather than the consumer's cost.
     """
     shares = [(None, frames)]
-    return bare_consume_processes(kafka, topic, shares, batch, overrides, keep_heap, stage, relay)[
-        0
-    ]
+    (got,) = bare_consume_processes(kafka, topic, shares, batch, overrides, keep_heap, stage, relay)
+    return got
 
 
 # Which partitions one process reads (None: the whole topic, subscribed) and how many records.

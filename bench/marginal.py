@@ -188,13 +188,13 @@ def relays_life(
     """
     brokers = broker_pids(kafka.bootstrap_servers)
     shares = split_shares(kafka, topic, n)
+    if sum(share for _, share in shares) != frames:
+        raise RuntimeError(f"{topic}: {shares} is not {frames} records")
     cpu0, (_, broker0), wall0 = children_cpu_s(), host_usage(brokers), time.monotonic()
     got = bare_consume_processes(kafka, topic, shares, batch, keep_heap=True, relay=relay)
     cpu1, (_, broker1), wall = children_cpu_s(), host_usage(brokers), time.monotonic() - wall0
     nan = float("nan")
     window_cpu_s, window_frames = sum(g.cpu_s for g in got), sum(g.frames for g in got)
-    if sum(share for _, share in shares) != frames:
-        raise RuntimeError(f"{topic}: {shares} is not {frames} records")
     return Life(frames, cpu1 - cpu0, 0.0, broker1 - broker0, window_cpu_s, window_frames, nan, wall)
 
 
