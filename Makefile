@@ -6,7 +6,7 @@ TEST_KAFKA_PORT ?= 29092
 TEST_CLUSTER_PORT ?= 24092
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps demo test test-cluster test-gpu soak lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install test-deps demo test test-cluster test-gpu soak images test-containers lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -32,9 +32,23 @@ demo: install
 ## tests (about 12 minutes: a leader's and, ten times, the inferencer's coordinator's death) start
 ## a three-broker cluster of their own on TEST_CLUSTER_PORT..+5.
 ## The `gpu` tests are deselected (and listed at the end as not run): `make test-gpu` runs them.
+## So are the `containers` tests: `make test-containers` builds the images and runs them.
 test: install test-deps lint test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
-		$(BIN)/pytest -m "not soak and not gpu" $(PYTEST_ARGS)
+		$(BIN)/pytest -m "not soak and not gpu and not containers" $(PYTEST_ARGS)
+
+## The images compose.yaml and the chart run, built here from Debian's packages and the package
+## registries, no container registry (podman, runc and mmdebstrap installed when root):
+## framebus/base, kafka, rtsp-camera, decoder and the GPU inferencer. IMAGES_ARGS=--no-gpu skips
+## the GPU image (about 4 GB of NVIDIA wheels).
+IMAGES_ARGS ?=
+images: install
+	bash scripts/build-images.sh $(IMAGES_ARGS)
+
+## compose.yaml's CPU profile run for real in podman on those images (tests/containers, about
+## 8 minutes), and the GPU image's provider libraries resolved inside it.
+test-containers: install images
+	$(BIN)/pytest -m containers -rA tests/containers $(PYTEST_ARGS)
 
 ## The `gpu` tests (tests/gpu), on a machine with an NVIDIA GPU: onnxruntime-gpu replaces
 ## onnxruntime, with tensorrt-cu12-libs on LD_LIBRARY_PATH and the `gpu` extra (nvidia-ml-py).

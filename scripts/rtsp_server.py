@@ -6,6 +6,8 @@ Runs under the system interpreter, not the venv:
     /usr/bin/python3 scripts/rtsp_server.py --port 8554 --name cam1            # live pattern
     /usr/bin/python3 scripts/rtsp_server.py --port 8554 --name cam1 --file x.mp4  # H.264 MP4
 
+The compose file's camera (deploy/rtsp-camera/Dockerfile) runs it with `--address 0.0.0.0`.
+
 The default source is a moving test pattern encoded live with x264 (a keyframe every second, so a
 reconnecting client resyncs within a second): it never ends, like a real camera. `--file` serves
 an H.264 MP4 file instead, looped (the file is re-read from its start at its end). One process
@@ -47,6 +49,7 @@ def file_launch(path: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8554)
     parser.add_argument("--name", default="cam")
     parser.add_argument("--file", default=None, help="H.264 MP4 to serve instead of a pattern")
@@ -57,7 +60,7 @@ def main() -> int:
 
     Gst.init(None)
     server = GstRtspServer.RTSPServer()
-    server.set_address("127.0.0.1")
+    server.set_address(args.address)
     server.set_service(str(args.port))
     factory = GstRtspServer.RTSPMediaFactory()
     launch = (
@@ -67,12 +70,12 @@ def main() -> int:
     factory.set_shared(True)
     server.get_mount_points().add_factory(f"/{args.name}", factory)
     if server.attach(None) == 0:
-        print(f"cannot listen on 127.0.0.1:{args.port}", file=sys.stderr)
+        print(f"cannot listen on {args.address}:{args.port}", file=sys.stderr)
         return 1
     loop = GLib.MainLoop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, sig, loop.quit)
-    print(f"READY rtsp://127.0.0.1:{args.port}/{args.name}", flush=True)
+    print(f"READY rtsp://{args.address}:{args.port}/{args.name}", flush=True)
     loop.run()
     return 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -9,11 +11,23 @@ import yaml
 from tests.deploy.helmutil import REPO
 
 COMPOSE = REPO / "compose.yaml"
+_DEFAULTED = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
 
 
 def load_compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    """compose.yaml as compose reads it when none of its `${VAR:-default}` variables is set."""
+    text = _DEFAULTED.sub(lambda m: m.group(1), COMPOSE.read_text(encoding="utf-8"))
+    doc: dict[str, Any] = yaml.safe_load(text)
     return doc
+
+
+def bound_file(service: dict[str, Any], target: str) -> Path:
+    """The host file a service binds at `target` (relative paths from the repository root)."""
+    for volume in service.get("volumes", []):
+        source, _, rest = volume.partition(":")
+        if rest.split(":")[0] == target:
+            return REPO / source
+    raise AssertionError(f"nothing is bound at {target}: {service.get('volumes')}")
 
 
 def service_env(service: dict[str, Any]) -> dict[str, str]:

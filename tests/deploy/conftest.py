@@ -59,8 +59,9 @@ TopicsStep = Callable[[Sequence[str], Mapping[str, str]], list[TopicSpec]]
 def run_topics_step(monkeypatch: pytest.MonkeyPatch) -> TopicsStep:
     """Run a manifest's `framebus topics create` through the CLI; return the topics it asks for.
 
-    Kafka's admin calls are replaced: `ensure_topics` records the specs, and the broker count
-    (asked only without --replication-factor) is 1, as in compose.
+    Kafka's admin calls are replaced: `ensure_topics` records the specs, the broker count
+    (asked only without --replication-factor) is 1, as in compose, and a broker answers at once
+    (--wait-s).
     """
     created: list[TopicSpec] = []
 
@@ -71,6 +72,7 @@ def run_topics_step(monkeypatch: pytest.MonkeyPatch) -> TopicsStep:
     monkeypatch.setattr(kafka_topics, "ensure_topics", ensure_topics)
     # framebus.topology asks the cluster's size (Sizing.copies) through its own import.
     monkeypatch.setattr(topology, "broker_count", lambda _kafka: 1)
+    monkeypatch.setattr(kafka_topics, "broker_reachable", lambda _kafka, _timeout_s=5.0: True)
 
     def run(argv: Sequence[str], env: Mapping[str, str]) -> list[TopicSpec]:
         assert list(argv[:3]) == ["framebus", "topics", "create"], argv

@@ -16,7 +16,7 @@ from framebus.topology import Topic, TopicSettings
 from framebus_alerts.rules import load_rules
 from framebus_alerts.service import source_of
 from framebus_alerts.settings import AlertsSettings, AlertsSource
-from tests.deploy.composeutil import cpu_service, load_compose, service_env
+from tests.deploy.composeutil import bound_file, cpu_service, load_compose, service_env
 from tests.deploy.crd_schemas import SCALED_OBJECT
 from tests.deploy.helmutil import (
     ALERTS_ON,
@@ -292,11 +292,11 @@ def compose() -> dict[str, Any]:
     return load_compose()
 
 
-def test_alerts_when_compose_runs_then_on_the_cpu_after_topics_and_tracker_on_8084(
+def test_alerts_when_compose_runs_then_on_the_cpu_after_topics_on_8084(
     compose: dict[str, Any],
 ) -> None:
     alerts = cpu_service(compose, "alerts")
-    assert "tracker" in alerts["depends_on"]
+    assert set(alerts["depends_on"]) == {"kafka", "topics"}  # it reads the tracks from Kafka
     assert alerts["ports"] == ["127.0.0.1:8084:8080"]
     env = service_env(alerts)
     assert env["FRAMEBUS_HTTP_PORT"] == "8080"
@@ -308,13 +308,11 @@ def test_alerts_when_compose_runs_then_its_rules_load_and_name_the_stack_cameras
     compose: dict[str, Any], tmp_path: Path
 ) -> None:
     alerts = compose["services"]["alerts"]
-    (config,) = alerts["configs"]
     settings = cfg.load(AlertsSettings, service_env(alerts))
-    assert settings.rules == Path(config["target"])
-    path = tmp_path / "rules.yaml"
-    path.write_text(compose["configs"][config["source"]]["content"], encoding="utf-8")
-    rules = load_rules(path)
-    cameras = yaml.safe_load(compose["configs"]["cameras"]["content"])["cameras"]
+    rules = load_rules(bound_file(alerts, str(settings.rules)))
+    decoder = compose["services"]["decoder"]
+    cameras_file = bound_file(decoder, decoder["environment"]["FRAMEBUS_CAMERAS_FILE"])
+    cameras = yaml.safe_load(cameras_file.read_text(encoding="utf-8"))["cameras"]
     assert {r.camera for r in rules} <= {"*"} | {c["id"] for c in cameras}
     assert source_of(settings, rules) is AlertsSource.TRACKS
 

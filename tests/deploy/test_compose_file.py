@@ -15,6 +15,7 @@ from framebus.topology import TopicSettings
 from framebus_alerts.settings import AlertsSettings
 from tests.deploy.composeutil import (
     COMPOSE,
+    bound_file,
     cpu_service,
     load_compose,
     service_argv,
@@ -91,9 +92,12 @@ def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
 ) -> None:
     services = compose["services"]
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
-    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
+    assert "--wait-s" in services["topics"]["command"]  # for tools that do not wait on health
+    for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts", "clips", "live"):
         deps = services[name]["depends_on"]
         assert deps["topics"]["condition"] == "service_completed_successfully", name
+        # Named, not only reached through topics: podman 4.3 fails on a chain of --requires.
+        assert deps["kafka"]["condition"] == "service_healthy", name
         assert "healthcheck" in services[name], name
     assert services["decoder"]["depends_on"]["rtsp-camera"]["condition"] == "service_healthy"
     # every service_healthy dependency has a health check to wait for
@@ -121,11 +125,14 @@ def test_tracing_when_stack_runs_then_services_export_to_collector_and_collector
     compose: dict[str, Any],
 ) -> None:
     services = compose["services"]
+    # Off unless asked (OTEL_TRACES_EXPORTER=otlp with the `tracing` profile).
+    assert services["otel-collector"]["profiles"] == services["jaeger"]["profiles"] == ["tracing"]
     assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
     for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts"):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
+        assert env["OTEL_TRACES_EXPORTER"] == "none"
         assert env["OTEL_SERVICE_NAME"].startswith("framebus-")
     mounts = services["otel-collector"]["volumes"]
     assert any(m.startswith("./deploy/otel-collector.yaml:") for m in mounts)
@@ -145,18 +152,18 @@ def test_decoder_when_started_then_its_camera_file_lists_the_sample_camera(
     compose: dict[str, Any],
 ) -> None:
     decoder = compose["services"]["decoder"]
-    (config,) = decoder["configs"]
-    assert config["target"] == decoder["environment"]["FRAMEBUS_CAMERAS_FILE"]
-    cameras = yaml.safe_load(compose["configs"][config["source"]]["content"])["cameras"]
+    path = bound_file(decoder, decoder["environment"]["FRAMEBUS_CAMERAS_FILE"])
+    cameras = yaml.safe_load(path.read_text(encoding="utf-8"))["cameras"]
     assert {c["url"] for c in cameras} == {"rtsp://rtsp-camera:8554/sample"}
     assert len({c["id"] for c in cameras}) == len(cameras)
+    assert all(c["video"] is True for c in cameras)  # clips are cut from the kept video
 
 
 def test_tracker_when_started_then_it_runs_on_the_cpu_after_its_topics_exist(
     compose: dict[str, Any],
 ) -> None:
     tracker = cpu_service(compose, "tracker")
-    assert set(tracker["depends_on"]) == {"topics", "otel-collector"}
+    assert set(tracker["depends_on"]) == {"kafka", "topics"}
     env = tracker["environment"]
     assert env["FRAMEBUS_TRACKER_GROUP"] == "framebus-tracker"
     assert "FRAMEBUS_TRANSACTIONAL_ID" not in env  # <group>-<hostname>: unique per container
@@ -217,7 +224,7 @@ def test_clips_when_stack_runs_then_it_writes_to_a_volume_live_serves_read_only(
     clips_dir = service_env(clips)["FRAMEBUS_CLIPS_DIR"]
     assert clips["volumes"] == [f"clips:{clips_dir}"]
     # The records' file:// URIs name clips_dir: live mounts the volume at the same path.
-    assert live["volumes"] == [f"clips:{clips_dir}:ro"]
+    assert f"clips:{clips_dir}:ro" in live["volumes"]
     assert service_env(live)["FRAMEBUS_CLIPS_DIR"] == clips_dir
     assert "clips" in compose["volumes"]
     assert clips["depends_on"]["topics"]["condition"] == "service_completed_successfully"
@@ -230,6 +237,7 @@ def test_live_when_stack_runs_then_it_asks_the_password_of_its_config(
     live = compose["services"]["live"]
     env = service_env(live)
     assert env["FRAMEBUS_AUTH"] == "password"
-    (config,) = live["configs"]
-    assert config == {"source": "live-password", "target": env["FRAMEBUS_PASSWORD_FILE"]}
-    assert "FRAMEBUS_LIVE_PASSWORD" in compose["configs"]["live-password"]["content"]
+    # The user's own file: no default password ships (secrets/ is git-ignored).
+    path = bound_file(live, env["FRAMEBUS_PASSWORD_FILE"])
+    assert path == REPO / "secrets" / "live-password"
+    assert "configs" not in compose

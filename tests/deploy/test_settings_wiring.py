@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
 from framebus import settings as cfg
 from framebus.kafka.settings import KafkaSettings
@@ -23,6 +22,7 @@ from framebus_decoder.settings import DecoderSettings
 from framebus_inferencer.settings import InferencerSettings
 from framebus_live.settings import LiveSettings
 from framebus_tracker.settings import TrackerSettings
+from tests.deploy.composeutil import load_compose
 from tests.deploy.helmutil import REPO, Rendered, containers_of, process_env
 
 pytestmark = pytest.mark.deploy
@@ -86,10 +86,10 @@ def test_chart_when_rendered_then_every_framebus_variable_is_a_real_setting(
 
 
 def test_compose_when_loaded_then_every_framebus_variable_is_a_real_setting() -> None:
-    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    compose = load_compose()
     commands = []
     for name, service in compose["services"].items():
-        if not service["image"].startswith("framebus/"):
+        if not service["image"].startswith(("framebus/decoder:", "framebus/inferencer:")):
             continue
         env = {k: str(v) for k, v in service.get("environment", {}).items()}
         argv = [*service.get("entrypoint", []), *service.get("command", [])]

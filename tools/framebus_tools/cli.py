@@ -118,7 +118,7 @@ def _cluster_status(cluster: LocalCluster) -> int:
 
 
 def _topics_command(args: argparse.Namespace) -> int:
-    from framebus.kafka.topics import ensure_topics
+    from framebus.kafka.topics import ensure_topics, wait_for_broker
     from framebus.topology import Sizing, pipeline_specs
 
     kafka = cfg.load(KafkaSettings, os.environ, args)
@@ -131,6 +131,8 @@ def _topics_command(args: argparse.Namespace) -> int:
         video_partitions=args.video_partitions,
         video_retention_ms=args.video_retention_ms,
     )
+    if args.wait_s > 0:
+        wait_for_broker(kafka, args.wait_s)
     copies = sizing.copies(kafka)
     specs = pipeline_specs(names, dataclasses.replace(sizing, replication_factor=copies))
     created = ensure_topics(kafka, specs)
@@ -274,6 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="copies of each partition; min.insync.replicas is 2 from 3 copies, else 1 "
         "(default: 3, or the number of brokers if fewer)",
+    )
+    topics.add_argument(
+        "--wait-s",
+        type=float,
+        default=0.0,
+        help="wait up to this long for a broker to answer first (a step started beside its "
+        "broker); 0: ask once",
     )
     cfg.add_arguments(topics, KafkaSettings)
     cfg.add_arguments(topics, TopicSettings)

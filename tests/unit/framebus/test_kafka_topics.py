@@ -1,4 +1,4 @@
-"""Waiting for new topics' leaders, on a stub admin client (no broker)."""
+"""Waiting for new topics' leaders, on a stub admin client, and for a broker (no broker)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from framebus.errors import KafkaError
+from framebus.kafka import topics
+from framebus.kafka.settings import KafkaSettings
 from framebus.kafka.topics import wait_for_leaders
 
 
@@ -68,3 +71,30 @@ def test_wait_for_leaders_when_never_led_then_returns_at_the_deadline_with_a_war
         wait_for_leaders(admin, {"a": 1}, time.monotonic() + 0.3)
     assert "new topics without a leader yet: a" in caplog.text
     assert 2 <= admin.calls <= 5
+
+
+def test_wait_for_broker_when_it_answers_on_the_third_probe_then_it_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = iter([False, False, True])
+    probes: list[float] = []
+
+    def reachable(_kafka: KafkaSettings, timeout_s: float = 5.0) -> bool:
+        probes.append(timeout_s)
+        return next(answers)
+
+    monkeypatch.setattr(topics, "broker_reachable", reachable)
+    topics.wait_for_broker(KafkaSettings(), wait_s=10.0, probe_s=0.5, pause_s=0.01)
+    assert probes == [0.5, 0.5, 0.5]
+
+
+def test_wait_for_broker_when_none_answers_then_it_names_the_servers_after_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topics, "broker_reachable", lambda _kafka, timeout_s=5.0: False)
+    started = time.monotonic()
+    with pytest.raises(KafkaError, match=r"no Kafka broker answered at k1:9092 within 0\.2 s"):
+        topics.wait_for_broker(
+            KafkaSettings(bootstrap_servers="k1:9092"), wait_s=0.2, probe_s=0.01, pause_s=0.05
+        )
+    assert 0.1 <= time.monotonic() - started < 2.0

@@ -137,6 +137,24 @@ def broker_reachable(settings: KafkaSettings, timeout_s: float = 5.0) -> bool:
         return False
 
 
+def wait_for_broker(
+    settings: KafkaSettings, wait_s: float, probe_s: float = 5.0, pause_s: float = 1.0
+) -> None:
+    """Return once a broker answers; KafkaError naming the servers after `wait_s` seconds.
+
+    For one-shot steps started beside their broker (compose, a Job) that may run first.
+    """
+    deadline = time.monotonic() + wait_s
+    while not broker_reachable(settings, probe_s):
+        if time.monotonic() + pause_s >= deadline:
+            raise KafkaError(
+                f"no Kafka broker answered at {settings.bootstrap_servers} within {wait_s:g} s",
+                "TRANSPORT",
+            )
+        log.info("waiting for a Kafka broker at %s", settings.bootstrap_servers)
+        time.sleep(pause_s)
+
+
 def partition_count(settings: KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
     """Partitions of an existing topic; KafkaError when it does not exist."""
     admin = AdminClient(settings.client_config())

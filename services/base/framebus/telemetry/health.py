@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -194,6 +195,16 @@ class Health:
         return not reasons, body
 
 
+class _ProbeHTTPServer(ThreadingHTTPServer):
+    """A probe that gave up before its answer (its own timeout) is no error of the service."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # broken pipe, reset by the client
+            log.debug("probe client %s left before its answer", client_address)
+            return
+        super().handle_error(request, client_address)
+
+
 class HealthServer:
     """Serves `/healthz`, `/readyz` and `/metrics` on a background thread."""
 
@@ -205,7 +216,7 @@ class HealthServer:
         host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
     ) -> None:
         handler = _make_handler(health, registry)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = _ProbeHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="health-http", daemon=True
