@@ -13,11 +13,16 @@
 #     cuDNN and TensorRT from PyPI's wheels, about 4 GB), from their Dockerfiles with the base as
 #     PYTHON_IMAGE.
 #
+# TensorRT: tensorrt-cu12-libs on PyPI downloads its wheel from NVIDIA's own index when installed;
+# where that index is not reachable (as on the machines this project is built on), the GPU image
+# is built without TensorRT unless FRAMEBUS_TENSORRT_VERSION names the version to install
+# (10.9.0.34 goes with onnxruntime-gpu 1.22.0).
+#
 # Behind a TLS-intercepting proxy, builds trust the host's CA bundle: FRAMEBUS_BUILD_CA_BUNDLE
 # (default /etc/ssl/certs/ca-certificates.crt, when it exists) is mounted read-only over the
 # build's own bundle during RUN steps only; it is never part of an image.
 #
-# Needs podman, runc and mmdebstrap (installed here when run as root on Debian: see
+# Needs podman, runc, mmdebstrap and Maven (installed here when run as root on Debian: see
 # install_container_tools) and the project's venv (make install) for the Kafka jars.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -55,6 +60,8 @@ install_container_tools() {
     for pkg in podman runc mmdebstrap netavark aardvark-dns uidmap fuse-overlayfs; do
         dpkg -s "${pkg}" >/dev/null 2>&1 || need+=("${pkg}")
     done
+    # Maven resolves the Kafka image's jars from Maven Central (as `framebus kafka` does).
+    command -v mvn >/dev/null || need+=(maven)
     if [[ ${#need[@]} -gt 0 ]]; then
         if [[ "$(id -u)" -ne 0 ]]; then
             echo "build-images.sh: missing Debian packages; run as root:" >&2
@@ -140,9 +147,12 @@ build --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" -f services/decoder/Dockerfile \
     -t localhost/framebus/decoder:dev .
 if [[ "${gpu}" -eq 1 ]]; then
     step "GPU inferencer image framebus/inferencer:dev"
-    build --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" -f services/inferencer/Dockerfile \
-        -t localhost/framebus/inferencer:dev .
+    build --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" \
+        --build-arg "TENSORRT_VERSION=${FRAMEBUS_TENSORRT_VERSION:-}" \
+        -f services/inferencer/Dockerfile -t localhost/framebus/inferencer:dev .
 fi
+# A rebuilt image leaves its previous layers dangling (the GPU image's are 4 GB): drop them.
+podman image prune -f >/dev/null
 step "done"
 podman images --filter reference='localhost/framebus/*' \
     --format '{{.Repository}}:{{.Tag}} {{.Size}}' >&2

@@ -11,6 +11,7 @@ gives the loader's own reason (e.g. "libnvinfer.so.10: cannot open shared object
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import subprocess
@@ -27,6 +28,27 @@ _SHARED = "libonnxruntime_providers_shared.so"  # loaded first, globally, as ORT
 # The driver comes from the host at run time (the NVIDIA container toolkit mounts it), so an
 # image build cannot find it and need not.
 DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
+
+
+DRIVER = "libcuda.so.1"
+
+
+@functools.cache
+def driver_error() -> str | None:
+    """Why the NVIDIA driver does not load in this process, or None when it loads.
+
+    Without it ONNX Runtime 1.22 can crash creating a CUDA or TensorRT session (a segmentation
+    fault in a container with the CUDA wheels but no driver mounted) instead of falling back, so
+    the GPU providers are not asked for at all then.
+    """
+    try:
+        ctypes.CDLL(DRIVER)
+    except OSError as exc:
+        return (
+            f"the NVIDIA driver ({DRIVER}) does not load: {exc} (no GPU here, or the container "
+            "runs without the NVIDIA Container Toolkit's driver mount)"
+        )
+    return None
 
 
 def capi_dir() -> Path:

@@ -99,7 +99,7 @@ def open_session(
     skipped = [name for name in wanted if name not in available]
     if skipped:
         log.info("providers not in this ONNX Runtime build, skipped", extra={"skipped": skipped})
-    found: list[ProviderMismatch] = []
+    found = _without_driver(remaining)
     while True:
         _require_gpu(opts, remaining, found, skipped, available)
         tensorrt, gpu = decisions(remaining)
@@ -135,6 +135,18 @@ def open_session(
         opened = OpenedSession(session, spec, chain, tuple(found + mismatches), limit)
         _check(opts, opened, skipped, available)
         return opened
+
+
+def _without_driver(remaining: list[str]) -> list[ProviderMismatch]:
+    """Drop the GPU providers from `remaining` when no NVIDIA driver loads; say why, for each."""
+    gpu = [name for name in remaining if name in GPU_PROVIDERS]
+    reason = providerlibs.driver_error() if gpu else None
+    if reason is None:
+        return []
+    log.warning("GPU providers not tried", extra={"providers": gpu, "reason": reason})
+    for name in gpu:
+        remaining.remove(name)
+    return [ProviderMismatch(name, MismatchKind.NOT_LOADED, reason) for name in gpu]
 
 
 def _chain(opts: EngineOptions, spec: InputSpec, remaining: list[str], cache_key: str) -> Chain:

@@ -151,5 +151,5 @@ def test_gpu_extra_when_declared_then_it_brings_nvml_and_the_gpu_image_installs_
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert any(r.startswith("nvidia-ml-py") for r in project["optional-dependencies"]["gpu"])
     dockerfile = (REPO / "services" / "inferencer" / "Dockerfile").read_text(encoding="utf-8")
-    assert 'pip install "${wheel}[gpu]"' in dockerfile
+    assert 'pip install "$(echo /wheels/framebus-*.whl)[gpu]"' in dockerfile
     assert 'python -c "import pynvml"' in dockerfile  # the build fails without the bindings

@@ -20,6 +20,7 @@ import onnxruntime as ort
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from framebus_inferencer import providerlibs
 from framebus_inferencer.engine import Engine
 from framebus_inferencer.fallback import (
     MismatchKind,
@@ -28,6 +29,7 @@ from framebus_inferencer.fallback import (
     option_differences,
     session_mismatches,
 )
+from framebus_inferencer.providerlibs import driver_error as real_driver_error
 from framebus_inferencer.providers import EngineOptions
 from framebus_inferencer.service import describe_engine
 from framebus_inferencer.session import ProviderFallbackError
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Specified provider")
 
 TRT, CUDA, CPU = (p.ort_name for p in (Provider.TENSORRT, Provider.CUDA, Provider.CPU))
 RealSession = ort.InferenceSession
+NO_DRIVER = "the NVIDIA driver (libcuda.so.1) does not load: no such file"
 NO_DEVICE = "CUDA failure 100: no CUDA-capable device is detected ; GPU=0 ; expr=cudaSetDevice"
 
 
@@ -174,3 +177,38 @@ def test_metrics_when_a_provider_fell_back_then_exported_by_provider_and_kind(
     for name in (TRT, CUDA):
         line = f'framebus_inferencer_provider_fallbacks{{kind="not_loaded",provider="{name}"}} 1.0'
         assert line in text
+
+
+def test_engine_when_no_nvidia_driver_loads_then_gpu_providers_are_not_asked_for(
+    model: Path, wheel_lists_gpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ONNX Runtime 1.22 crashed (SIGSEGV) creating a CUDA session in the GPU image run without a
+    # driver (tests/containers): the GPU providers must never reach it then.
+    monkeypatch.setattr(providerlibs, "driver_error", lambda: NO_DRIVER)
+    sessions = Sessions(CUDA, AssertionError("a GPU provider was asked for"))
+    monkeypatch.setattr(ort, "InferenceSession", sessions)
+    engine = Engine(
+        model, EngineOptions(providers=(Provider.TENSORRT, Provider.CUDA, Provider.CPU))
+    )
+    assert engine.provider == CPU
+    assert engine.fallbacks == (
+        ProviderMismatch(TRT, MismatchKind.NOT_LOADED, NO_DRIVER),
+        ProviderMismatch(CUDA, MismatchKind.NOT_LOADED, NO_DRIVER),
+    )
+    assert [providers for providers, _ in sessions.calls] == [[CPU]]
+
+
+def test_engine_when_require_gpu_and_no_nvidia_driver_then_refused_naming_the_driver(
+    model: Path, wheel_lists_gpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(providerlibs, "driver_error", lambda: NO_DRIVER)
+    opts = EngineOptions(providers=(Provider.CUDA, Provider.CPU), require_gpu=True)
+    with pytest.raises(ProviderFallbackError, match="libcuda.so.1"):
+        Engine(model, opts)
+
+
+def test_driver_error_when_libcuda_is_missing_then_it_names_it_and_the_toolkit() -> None:
+    reason = real_driver_error.__wrapped__()  # uncached; the autouse stub replaced the name
+    if reason is None:
+        pytest.skip("an NVIDIA driver loads on this machine")
+    assert "libcuda.so.1" in reason and "NVIDIA Container Toolkit" in reason
