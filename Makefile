@@ -46,7 +46,8 @@ images: install
 	bash scripts/build-images.sh $(IMAGES_ARGS)
 
 ## compose.yaml's CPU profile run for real in podman on those images (tests/containers, about
-## 8 minutes), and the GPU image's provider libraries resolved inside it.
+## 4 minutes; building the images from nothing adds about 3), and the GPU image's provider
+## libraries resolved inside it.
 test-containers: install images
 	$(BIN)/pytest -m containers -rA tests/containers $(PYTEST_ARGS)
 

@@ -98,6 +98,21 @@ build() {
     podman build "${args[@]}" "$@"
 }
 
+# build TAG ARGS...: `build ARGS -t TAG`, then the image TAG named before, if it changed, removed
+# (the GPU image's own layers are 4 GB). Not `podman image prune`: that also drops the builder
+# stages' cached layers, and every build would start again from nothing.
+build_tagged() {
+    local tag=$1 old new
+    shift
+    old="$(podman image inspect --format '{{.Id}}' "${tag}" 2>/dev/null || true)"
+    build -t "${tag}" "$@"
+    new="$(podman image inspect --format '{{.Id}}' "${tag}")"
+    if [[ -n "${old}" && "${old}" != "${new}" ]]; then
+        podman rmi "${old}" >/dev/null 2>&1 ||
+            echo "build-images.sh: kept the previous ${tag} (${old:0:12}): still in use" >&2
+    fi
+}
+
 build_base() {
     if [[ "${rebuild_base}" -eq 0 ]] && podman image exists "${BASE_IMAGE}"; then
         return
@@ -125,8 +140,8 @@ print(ensure_kafka_jars(kafka_libs_dir(default_home())))')"
     rm -f "${context}/libs/.complete"
     cp deploy/kafka/run.sh deploy/kafka/kafka-broker-api-versions.sh deploy/kafka/log4j2.xml \
         "${context}/"
-    build --build-arg "BASE_IMAGE=${BASE_IMAGE}" -f deploy/kafka/Dockerfile \
-        -t "${KAFKA_IMAGE}" "${context}"
+    build_tagged "${KAFKA_IMAGE}" --build-arg "BASE_IMAGE=${BASE_IMAGE}" \
+        -f deploy/kafka/Dockerfile "${context}"
     rm -rf "${context}"
 }
 
@@ -140,19 +155,17 @@ build_base
 step "Kafka image ${KAFKA_IMAGE}"
 build_kafka
 step "camera image framebus/rtsp-camera:dev"
-build --build-arg "BASE_IMAGE=${BASE_IMAGE}" -f deploy/rtsp-camera/Dockerfile \
-    -t localhost/framebus/rtsp-camera:dev scripts/
+build_tagged localhost/framebus/rtsp-camera:dev --build-arg "BASE_IMAGE=${BASE_IMAGE}" \
+    -f deploy/rtsp-camera/Dockerfile scripts/
 step "framebus image framebus/decoder:dev"
-build --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" -f services/decoder/Dockerfile \
-    -t localhost/framebus/decoder:dev .
+build_tagged localhost/framebus/decoder:dev --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" \
+    -f services/decoder/Dockerfile .
 if [[ "${gpu}" -eq 1 ]]; then
     step "GPU inferencer image framebus/inferencer:dev"
-    build --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" \
+    build_tagged localhost/framebus/inferencer:dev --build-arg "PYTHON_IMAGE=${BASE_IMAGE}" \
         --build-arg "TENSORRT_VERSION=${FRAMEBUS_TENSORRT_VERSION:-}" \
-        -f services/inferencer/Dockerfile -t localhost/framebus/inferencer:dev .
+        -f services/inferencer/Dockerfile .
 fi
-# A rebuilt image leaves its previous layers dangling (the GPU image's are 4 GB): drop them.
-podman image prune -f >/dev/null
 step "done"
 podman images --filter reference='localhost/framebus/*' \
     --format '{{.Repository}}:{{.Tag}} {{.Size}}' >&2
