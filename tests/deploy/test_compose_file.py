@@ -96,7 +96,6 @@ def test_services_when_they_need_kafka_then_they_wait_for_health_and_topics(
     for name in ("decoder", "inferencer", "inferencer-cpu", "tracker", "alerts", "clips", "live"):
         deps = services[name]["depends_on"]
         assert deps["topics"]["condition"] == "service_completed_successfully", name
-        # Named, not only reached through topics: podman 4.3 fails on a chain of --requires.
         assert deps["kafka"]["condition"] == "service_healthy", name
         assert "healthcheck" in services[name], name
     assert services["decoder"]["depends_on"]["rtsp-camera"]["condition"] == "service_healthy"
