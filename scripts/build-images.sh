@@ -27,6 +27,8 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${repo_root}"
+# shellcheck source=scripts/debian-packages.sh
+source scripts/debian-packages.sh
 
 gpu=1
 rebuild_base=0
@@ -62,17 +64,7 @@ install_container_tools() {
     done
     # Maven resolves the Kafka image's jars from Maven Central (as `framebus kafka` does).
     command -v mvn >/dev/null || need+=(maven)
-    if [[ ${#need[@]} -gt 0 ]]; then
-        if [[ "$(id -u)" -ne 0 ]]; then
-            echo "build-images.sh: missing Debian packages; run as root:" >&2
-            echo "  apt-get install -y --no-install-recommends ${need[*]}" >&2
-            exit 1
-        fi
-        echo "installing Debian packages: ${need[*]}" >&2
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            "${need[@]}" >&2
-    fi
+    install_debian_packages build-images.sh "${need[@]}"
     local conf=/etc/containers/containers.conf
     if [[ ! -f "${conf}" ]]; then
         if [[ "$(id -u)" -ne 0 ]]; then

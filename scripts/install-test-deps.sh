@@ -30,16 +30,9 @@ while read -r pkg; do
     dpkg -s "${pkg}" >/dev/null 2>&1 || need+=("${pkg}")
 done < "${repo_root}/scripts/system-packages.txt"
 
-if [[ ${#need[@]} -gt 0 ]]; then
-    if [[ "$(id -u)" -ne 0 ]]; then
-        echo "install-test-deps.sh: missing Debian packages; run as root:" >&2
-        echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${need[*]}" >&2
-        exit 1
-    fi
-    echo "installing Debian packages: ${need[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-fi
+# shellcheck source=scripts/debian-packages.sh
+source "${repo_root}/scripts/debian-packages.sh"
+install_debian_packages install-test-deps.sh "${need[@]}"
 
 bash "${repo_root}/scripts/install-helm.sh" >/dev/null
 bash "${repo_root}/scripts/install-s3-server.sh" >/dev/null

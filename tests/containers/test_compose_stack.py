@@ -40,8 +40,16 @@ TOPICS = TopicSettings()
 PAGE = "http://127.0.0.1:8090"
 DECODER_PORT = 8081  # compose publishes the decoder's /metrics there
 DECODER_FRAMES = "framebus_decoder_frames_total"
-LONG_RUNNING = ("kafka", "rtsp-camera", "decoder", "inferencer-cpu", "tracker", "alerts", "clips")
-SERVICES = (*LONG_RUNNING, "live")
+SERVICES = (
+    "kafka",
+    "rtsp-camera",
+    "decoder",
+    "inferencer-cpu",
+    "tracker",
+    "alerts",
+    "clips",
+    "live",
+)
 SCENE_RULES = {"person-crosses-line", "person-dwells-in-zone", "people-crowd-the-middle"}
 FIRST_RUN_FRAMES = 150  # per camera: 30 s at 5 fps, more than one pass of the 24 s scene
 SECOND_RUN_FRAMES = 60  # per camera, after `down` and `up`
@@ -49,8 +57,8 @@ SECOND_RUN_FRAMES = 60  # per camera, after `down` and `up`
 T = TypeVar("T")
 
 
-def read_all(topic: str, decode: Callable[[bytes], T], idle_s: float = 3.0) -> list[T]:
-    """Every committed record of `topic`, read until none came for `idle_s` seconds."""
+def read_all(topic: str, take: Callable[[Any], T], idle_s: float = 3.0) -> list[T]:
+    """`take(message)` of every committed record of `topic`, read until none came for `idle_s`."""
     consumer = confluent_kafka.Consumer(
         {
             **KAFKA.client_config(),
@@ -68,35 +76,24 @@ def read_all(topic: str, decode: Callable[[bytes], T], idle_s: float = 3.0) -> l
         while time.monotonic() - last < idle_s and time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.5):
                 assert msg.error() is None, msg.error()
-                out.append(decode(msg.value()))
+                out.append(take(msg))
                 last = time.monotonic()
     finally:
         consumer.close()
     return out
+
+
+def read_values(topic: str, decode: Callable[[bytes], T]) -> list[T]:
+    """Every committed record of `topic`, decoded."""
+    return read_all(topic, lambda msg: decode(msg.value()))
 
 
 def read_alerts() -> list[tuple[int, int, Alert]]:
     """(partition, offset, alert) of every alert: a clip record names its alert so."""
-    consumer = confluent_kafka.Consumer(
-        {
-            **KAFKA.client_config(),
-            "group.id": f"test-reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
+    codec = AlertCodec()
+    return read_all(
+        TOPICS.alerts_topic, lambda msg: (msg.partition(), msg.offset(), codec.decode(msg.value()))
     )
-    consumer.subscribe([TOPICS.alerts_topic])
-    out: list[tuple[int, int, Alert]] = []
-    last = time.monotonic()
-    try:
-        while time.monotonic() - last < 3.0:
-            for msg in consumer.consume(500, 0.5):
-                out.append((msg.partition(), msg.offset(), AlertCodec().decode(msg.value())))
-                last = time.monotonic()
-    finally:
-        consumer.close()
-    return out
 
 
 @dataclass(frozen=True)
@@ -124,16 +121,16 @@ class Ledger:
 def read_frame_keys() -> list[tuple[str, int, int]]:
     """(camera, seq, capture time) of every frame on the frames topic (pixels left unread)."""
     codec = FrameCodec()
-    return read_all(TOPICS.frames_topic, lambda v: frame_key(codec.decode_view(v)))
+    return read_values(TOPICS.frames_topic, lambda v: frame_key(codec.decode_view(v)))
 
 
 def read_ledger(frames: list[tuple[str, int, int]]) -> Ledger:
     return Ledger(
         frames=frames,
-        detections=read_all(TOPICS.detections_topic, DetectionsCodec().decode),
-        tracks=read_all(TOPICS.tracks_topic, TracksCodec().decode),
+        detections=read_values(TOPICS.detections_topic, DetectionsCodec().decode),
+        tracks=read_values(TOPICS.tracks_topic, TracksCodec().decode),
         alerts=read_alerts(),
-        clips=read_all(TOPICS.clips_topic, ClipCodec().decode),
+        clips=read_values(TOPICS.clips_topic, ClipCodec().decode),
     )
 
 
