@@ -28,234 +28,35 @@ Goal: fixed part p50 <= 20 ms and p99 <= 50 ms at 50 % of the same run's capacit
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
 import tempfile
 import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import confluent_kafka
-import onnx
 
 from bench.benchkit import (
     add_bootstrap_argument,
     delete_topics,
-    fresh_topics,
     parser_for,
     print_header,
     verdict,
 )
-from framebus.codec import DetectionsCodec
-from framebus.kafka.settings import KafkaSettings
-from framebus.messages import FrameStatus
-from framebus.topology import TopicSettings
-from framebus_tools.pipeline import CameraSpec, PipelineProcesses, write_cameras_file
-from framebus_tools.runstats import percentile
-from framebus_tools.synthetic import MovingSquare, write_square_video
-from testkit.models import near_free_model
-
-SIZE = 640
-VIDEO_W, VIDEO_H, VIDEO_FPS = 640, 360, 25
-METRICS = (
-    "e2e",
-    "queue_wait",
-    "inference",
-    "fixed",
-    "to_produce",
-    "after_produce",
-    "publish_hop",
-    "e2e_reader",
+from bench.latency_pipeline import (
+    SIZE,
+    VIDEO_FPS,
+    VIDEO_H,
+    VIDEO_W,
+    Variant,
+    Workdir,
+    parse_variant,
 )
+from bench.latency_records import METRICS, frame_create_times, read_for, reader, split_fixed
+from framebus.kafka.settings import KafkaSettings
+from framebus_tools.runstats import percentile
+
 GOAL_P50_MS, GOAL_P99_MS = 20.0, 50.0
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One setting of the decoder's environment (`default`: none)."""
-
-    name: str
-    decoder_env: dict[str, str] = field(default_factory=dict)
-
-
-def parse_variant(text: str) -> Variant:
-    """'default', or `+`-joined knobs: 'linger=5' (the decoder producer's linger.ms)."""
-    decoder: dict[str, str] = {}
-    for part in text.split("+"):
-        if part == "default":
-            continue
-        key, _, value = part.partition("=")
-        if key == "linger":
-            decoder["FRAMEBUS_PRODUCER_LINGER_MS"] = str(int(value))
-        else:
-            raise SystemExit(f"unknown knob {part!r} in variant {text!r}")
-    return Variant(text, decoder)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One detections record, in milliseconds."""
-
-    capture_ms: float
-    e2e: float
-    queue_wait: float
-    inference: float
-    fixed: float
-    publish_hop: float
-    e2e_reader: float
-    frame: tuple[int, int]  # partition and offset of the frame record
-    to_produce: float = 0.0  # capture -> the frame record's CreateTime (decoder's produce())
-    after_produce: float = 0.0  # fixed - to_produce: linger, broker, fetch, record decode, ...
-
-
-class Workdir:
-    """Model, videos and logs of one benchmark invocation."""
-
-    def __init__(self, root: Path, kafka: KafkaSettings, cameras: int) -> None:
-        self.root, self.kafka = root, kafka
-        self.model = root / "near-free-640.onnx"
-        onnx.save(near_free_model(SIZE), str(self.model))
-        videos = Path("bench-output")  # generated once, reused by later invocations
-        self.videos = []
-        for i in range(cameras):
-            path = videos / f"latency-cam-{i}-{VIDEO_W}x{VIDEO_H}.mp4"
-            if not path.exists():
-                scene = MovingSquare(VIDEO_W, VIDEO_H, VIDEO_H // 6, 250, VIDEO_FPS, i * 37)
-                write_square_video(path, scene)
-            self.videos.append(path)
-
-    def start(
-        self,
-        cameras: int,
-        fps: float,
-        realtime: bool,
-        variant: Variant,
-        inferencer_env: dict[str, str],
-    ) -> tuple[TopicSettings, PipelineProcesses]:
-        """Fresh topics and both services started (the inferencer ready before the decoder)."""
-        topics = fresh_topics(self.kafka, min(cameras, 12), prefix="latency")
-        run = topics.frames_topic.removesuffix(".frames")
-        specs = [
-            CameraSpec(f"cam-{i:03d}", str(self.videos[i]), fps, {"sample_phase": i / cameras})
-            for i in range(cameras)
-        ]
-        cameras_file = write_cameras_file(self.root / f"cameras-{run}.yaml", specs)
-        logs = self.root / f"logs-{run}"
-        logs.mkdir()
-        procs = PipelineProcesses(
-            self.kafka,
-            topics,
-            logs,
-            decoder_env={
-                "FRAMEBUS_CAMERAS_FILE": str(cameras_file),
-                "FRAMEBUS_LOOP": "true",
-                "FRAMEBUS_REALTIME": str(realtime).lower(),
-                "FRAMEBUS_INPUT_WIDTH": str(SIZE),
-                "FRAMEBUS_INPUT_HEIGHT": str(SIZE),
-                **variant.decoder_env,
-            },
-            inferencer_env={"FRAMEBUS_MODEL_PATH": str(self.model), **inferencer_env},
-        )
-        return topics, procs.start()
-
-
-def reader(kafka: KafkaSettings, topic: str) -> Any:
-    """A plain consumer of every partition of a fresh topic from its start (no group join)."""
-    consumer = confluent_kafka.Consumer(
-        {
-            **kafka.client_config(),
-            "group.id": f"fb-latency-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    consumer.assign(
-        [
-            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
-            for p in meta.partitions
-        ]
-    )
-    return consumer
-
-
-def read_for(
-    consumer: Any, procs: PipelineProcesses, seconds: float
-) -> tuple[list[Sample], list[float], dict[str, int]]:
-    """Detections records for `seconds`: samples, receive times (monotonic s), statuses."""
-    codec = DetectionsCodec()
-    samples: list[Sample] = []
-    received: list[float] = []
-    statuses: dict[str, int] = {}
-    end = time.monotonic() + seconds
-    while time.monotonic() < end and not procs.exited():
-        # consume(n, t) waits for n records or t: take the first, then what is fetched already.
-        messages = consumer.consume(1, 0.05)
-        if messages:
-            messages += consumer.consume(255, 0)
-        now_ms, mono = time.time() * 1000, time.monotonic()
-        for msg in messages:
-            if msg.error() is not None:
-                continue
-            det = codec.decode(msg.value() or b"")
-            statuses[det.status.value] = statuses.get(det.status.value, 0) + 1
-            received.append(mono)
-            if det.status is not FrameStatus.INFERRED:
-                continue
-            capture_ms = det.capture_ts_us / 1000
-            samples.append(
-                Sample(
-                    capture_ms,
-                    det.e2e_latency_ms,
-                    det.queue_wait_ms,
-                    det.inference_ms,
-                    det.e2e_latency_ms - det.queue_wait_ms - det.inference_ms,
-                    now_ms
-                    - msg.timestamp()[1],  # CreateTime, ms, set at the inferencer's produce()
-                    now_ms - capture_ms,
-                    (det.frame_partition, det.frame_offset),
-                )
-            )
-    return samples, received, statuses
-
-
-def frame_create_times(kafka: KafkaSettings, topic: str) -> dict[tuple[int, int], float]:
-    """CreateTime (ms) of every frame record, read after a run so the read adds no load to it."""
-    consumer = reader(kafka, topic)
-    try:
-        parts = consumer.assignment()
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
-        pending = {p for p, end in ends.items() if end > 0}
-        times: dict[tuple[int, int], float] = {}
-        deadline = time.monotonic() + 120.0
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(64, 0.5):
-                if msg.error() is not None:
-                    continue
-                p, offset = msg.partition(), msg.offset()
-                times[(p, offset)] = float(msg.timestamp()[1])
-                if offset + 1 >= ends[p]:
-                    pending.discard(p)
-        return times
-    finally:
-        consumer.close()
-
-
-def split_fixed(samples: list[Sample], create_ms: dict[tuple[int, int], float]) -> list[Sample]:
-    """Each sample with its fixed part split at the decoder's produce() (the frame's CreateTime)."""
-    split = []
-    for s in samples:
-        created = create_ms.get(s.frame)
-        if created is None:
-            continue
-        to_produce = created - s.capture_ms
-        split.append(
-            dataclasses.replace(s, to_produce=to_produce, after_produce=s.fixed - to_produce)
-        )
-    return split
 
 
 def capacity(work: Workdir, args: argparse.Namespace, inferencer_env: dict[str, str]) -> float:

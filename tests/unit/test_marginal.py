@@ -2,7 +2,8 @@
 
 import math
 
-from bench.marginal import Life, figures, per_frame_ms
+from bench.marginal_figures import figures, per_frame_ms
+from bench.marginal_lives import Life
 
 
 def life(frames: int, cpu_s: float, engine_s: float = 0.0, broker_s: float = 0.0) -> Life:
