@@ -50,6 +50,14 @@ def podman(*args: str, timeout_s: float = 120.0, check: bool = True) -> str:
     return done.stdout
 
 
+def container_logs(container: str) -> str:
+    """Everything `container` wrote, stdout and stderr (the services log to stderr)."""
+    done = subprocess.run(  # noqa: S603 - podman with our own arguments
+        ["podman", "logs", container], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.stdout + done.stderr
+
+
 @dataclass
 class Stack:
     """One compose project: its files, profiles and the variables compose reads."""

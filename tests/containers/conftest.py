@@ -19,7 +19,7 @@ import yaml
 from framebus_tools.scene import scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 from framebus_tools.scenes import demo_scene
-from testkit.podman_compose import REPO, HealthTicker, Stack, podman
+from testkit.podman_compose import REPO, HealthTicker, Stack, container_logs, podman
 
 PROJECT = "framebustest"
 IMAGES = ("framebus/kafka:4.1.1", "framebus/decoder:dev", "framebus/rtsp-camera:dev")
@@ -110,6 +110,5 @@ def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
             yield RunningStack(stack, ticker, work)
         finally:
             for name in stack.containers():
-                log = podman("logs", name, check=False, timeout_s=60)
-                (work / f"{name}.log").write_text(log, encoding="utf-8")
+                (work / f"{name}.log").write_text(container_logs(name), encoding="utf-8")
             _remove_project(stack)
