@@ -6,7 +6,7 @@ TEST_KAFKA_PORT ?= 29092
 TEST_CLUSTER_PORT ?= 24092
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps demo test test-cluster test-gpu soak images test-containers lint unit integration kafka-start kafka-stop test-kafka clean
+.PHONY: install test-deps demo test test-cluster test-gpu soak images test-containers test-k8s k8s-start k8s-stop lint unit integration kafka-start kafka-stop test-kafka clean
 
 $(BIN)/framebus: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "framebus needs Python 3.11+"'
@@ -35,7 +35,7 @@ demo: install
 ## So are the `containers` tests: `make test-containers` builds the images and runs them.
 test: install test-deps lint test-kafka
 	FRAMEBUS_TEST_KAFKA_PORT=$(TEST_KAFKA_PORT) FRAMEBUS_TEST_CLUSTER_PORT=$(TEST_CLUSTER_PORT) \
-		$(BIN)/pytest -m "not soak and not gpu and not containers" $(PYTEST_ARGS)
+		$(BIN)/pytest -m "not soak and not gpu and not containers and not k8s" $(PYTEST_ARGS)
 
 ## The images compose.yaml and the chart run, built here from Debian's packages and the package
 ## registries, no container registry (podman, runc and mmdebstrap installed when root):
@@ -50,6 +50,20 @@ images: install
 ## libraries resolved inside it.
 test-containers: install images
 	$(BIN)/pytest -m containers -rA tests/containers $(PYTEST_ARGS)
+
+## The Helm chart installed on a one-node Kubernetes run here (tests/k8s): scripts/local-k8s.sh
+## builds the cluster's binaries once from their Go modules (k8s.io/kubernetes, KEDA, Prometheus;
+## cached under .cache/), starts it, and loads the images; the cluster is left running
+## (make k8s-stop). Needs root.
+test-k8s: install test-deps images k8s-start
+	$(BIN)/pytest -m k8s -rA tests/k8s $(PYTEST_ARGS)
+
+k8s-start:
+	bash scripts/local-k8s.sh start
+	bash scripts/local-k8s.sh images
+
+k8s-stop:
+	bash scripts/local-k8s.sh stop
 
 ## The `gpu` tests (tests/gpu), on a machine with an NVIDIA GPU: onnxruntime-gpu replaces
 ## onnxruntime, with tensorrt-cu12-libs on LD_LIBRARY_PATH and the `gpu` extra (nvidia-ml-py).

@@ -18,6 +18,7 @@ CI_VALUES = {
     "default": None,
     "gpu-keda": CHART / "ci" / "gpu-keda-values.yaml",
     "cpu": CHART / "ci" / "cpu-values.yaml",
+    "local-k8s": CHART / "ci" / "local-k8s-values.yaml",
 }
 RELEASE = "fb"
 GPU = "nvidia.com/gpu"

@@ -13,7 +13,8 @@ from framebus.errors import ConfigError
 from framebus_decoder.motion import MotionConfig, Polygon
 from framebus_decoder.settings import DecoderSettings, RtspTransport
 
-_KNOWN_KEYS = {
+# Every key of a camera entry; the chart's values.schema.json takes the same (tests/deploy).
+CAMERA_KEYS = {
     "id",
     "url",
     "target_fps",
@@ -128,11 +129,11 @@ def parse_cameras(doc: Any, defaults: DecoderSettings) -> list[Camera]:
 def _camera(n: int, item: Any, defaults: DecoderSettings) -> Camera:
     if not isinstance(item, dict) or not item.get("id") or not item.get("url"):
         raise ConfigError(f"camera file: entry {n} needs `id` and `url`")
-    unknown = set(item) - _KNOWN_KEYS
+    unknown = set(item) - CAMERA_KEYS
     if unknown:
         raise ConfigError(
             f"camera file: entry {n} ({item['id']}) has unknown keys {sorted(unknown)}; "
-            f"known: {sorted(_KNOWN_KEYS)}"
+            f"known: {sorted(CAMERA_KEYS)}"
         )
     options = item.get("options") or {}
     if not isinstance(options, dict):
