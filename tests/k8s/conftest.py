@@ -78,7 +78,7 @@ def host_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettin
     external = f"{node_ip()}:{KAFKA_PORT + 2}"
     broker = LocalKafka(
         port=KAFKA_PORT,
-        home=tmp_path_factory.mktemp("kafka-home"),
+        state_dir=tmp_path_factory.mktemp("kafka"),  # the jars: FRAMEBUS_HOME's, fetched once
         listeners=(f"EXTERNAL://{external}",),
         listener_protocols=("EXTERNAL:PLAINTEXT",),
     )
