@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build Kubernetes' node and control-plane binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kube-proxy, kubectl) from the k8s.io/kubernetes Go module into
-# <repo>/.cache/k8s/<version>/bin, once; print that folder. Used by scripts/local-k8s.sh.
+# Build Kubernetes' control-plane and node binaries (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet, kubectl; no kube-proxy, see local-k8s.sh) from the k8s.io/kubernetes
+# Go module into <repo>/.cache/k8s/<version>/bin, once; print that folder. Used by local-k8s.sh.
 #
 # The module's zip leaves out staging/, which its go.mod replaces every k8s.io/* library with:
 # each such replace becomes a require of the published module of the same minor version
@@ -10,7 +10,7 @@ set -euo pipefail
 KUBE_VERSION="${FRAMEBUS_KUBE_VERSION:-v1.34.2}"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${repo_root}/.cache/k8s/${KUBE_VERSION}"
-commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 built=1
 for name in "${commands[@]}"; do [[ -x "${out}/bin/${name}" ]] || built=0; done
