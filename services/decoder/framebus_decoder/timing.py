@@ -114,3 +114,7 @@ class StallWatch:
     def frozen_s(self, now_s: float) -> float:
         """Seconds since the last progress that the process was frozen."""
         return self._frozen(now_s) - self._frozen_at_last
+
+    def frozen_past_timeout(self, now_s: float) -> bool:
+        """True when, since the last progress, the process did not run for longer than the timeout."""
+        return self.frozen_s(now_s) > self._timeout

@@ -22,6 +22,7 @@ from framebus_decoder.publisher import FramePublisher, PendingFrame
 from framebus_decoder.sampler import FpsSampler
 from framebus_decoder.settings import BackpressurePolicy, HwAccel
 from framebus_decoder.source import (
+    DECODE_ERROR,
     ENDED,
     FROZEN,
     STALL,
@@ -300,17 +301,24 @@ class CameraWorker:
 
 
 def freeze_failure(exc: SourceFailure, watch: StallWatch, now_s: float) -> SourceFailure | None:
-    """FROZEN for a read cut short by its timeout that is no stall once freezes are discounted.
+    """FROZEN for a failure that the decoder's own freeze caused, not its source.
 
-    PyAV's read timeout counts the time the process did not run, the stall watch does not.
-    None when `exc` is another failure, or a stall indeed.
+    Two such: a read cut short by PyAV's timeout (which counts the time the process did not
+    run, as the stall watch does not) that is no stall once freezes are discounted; and a
+    decode error on the first data after the process did not run for longer than the stall
+    timeout, since a live sender drops what it cannot hold while nobody reads (GStreamer's
+    RTSP server drops past its send backlog), and the stream resumes mid-picture. None when
+    `exc` is another failure, or a stall indeed.
     """
-    if exc.reason != STALL or watch.stalled(now_s):
+    if exc.reason == STALL and not watch.stalled(now_s):
+        cause = "cut short by the read timeout"
+    elif exc.reason == DECODE_ERROR and watch.frozen_past_timeout(now_s):
+        cause = "data the sender dropped meanwhile"
+    else:
         return None
     return SourceFailure(
         FROZEN,
-        f"{exc}: cut short by the read timeout after the decoder itself did not run for "
-        f"{watch.frozen_s(now_s):.1f} s",
+        f"{exc}: {cause} after the decoder itself did not run for {watch.frozen_s(now_s):.1f} s",
     )
 
 

@@ -23,6 +23,24 @@ def test_freeze_failure_when_the_source_was_silent_while_the_process_ran_then_no
     assert freeze_failure(CUT, watch, 3.2) is None  # a stall indeed: it stays one
 
 
-def test_freeze_failure_when_another_failure_during_a_freeze_then_none() -> None:
-    watch = StallWatch(3.0, now_s=0.0, frozen_s=FreezeClock(0.0).frozen_s)
+def test_freeze_failure_when_bad_data_without_a_freeze_then_none() -> None:
+    watch = StallWatch(3.0, now_s=0.0)  # the process ran throughout
     assert freeze_failure(SourceFailure(DECODE_ERROR, "bad data"), watch, 9.0) is None
+
+
+def test_freeze_failure_when_bad_data_right_after_a_long_freeze_then_frozen() -> None:
+    # Seen in CI: a live RTSP camera's first packets after a 9 s freeze did not decode (the
+    # server had dropped what it could not send meanwhile); that is no fault of the camera.
+    clock = FreezeClock(0.0)
+    watch = StallWatch(3.0, now_s=0.0, frozen_s=clock.frozen_s)
+    clock.tick(0.2)
+    failure = freeze_failure(SourceFailure(DECODE_ERROR, "Invalid data"), watch, 9.0)
+    assert failure is not None and failure.reason == FROZEN
+    assert "data the sender dropped" in str(failure)
+
+
+def test_freeze_failure_when_bad_data_after_a_freeze_shorter_than_the_timeout_then_none() -> None:
+    clock = FreezeClock(0.0)
+    watch = StallWatch(3.0, now_s=0.0, frozen_s=clock.frozen_s)
+    clock.tick(0.2)  # then frozen until 2 s: under the 3 s timeout, the data stays the camera's
+    assert freeze_failure(SourceFailure(DECODE_ERROR, "Invalid data"), watch, 2.0) is None
