@@ -15,37 +15,26 @@ commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 built=1
 for name in "${commands[@]}"; do [[ -x "${out}/bin/${name}" ]] || built=0; done
 if [[ "${built}" == 1 ]]; then echo "${out}/bin"; exit 0; fi
-command -v go >/dev/null || { echo "build-k8s: Go is not on PATH (needed to build Kubernetes ${KUBE_VERSION})" >&2; exit 1; }
-
-module_dir="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-src="${out}/src"
-rm -rf "${src}" && mkdir -p "${out}"
-cp -r "${module_dir}" "${src}" && chmod -R u+w "${src}"
-cd "${src}"
-# Its go.work lists the missing staging folders: build as a plain module.
-export GOWORK=off
+# shellcheck source=scripts/go-module-build.sh
+source "${repo_root}/scripts/go-module-build.sh"
+module_source k8s.io/kubernetes "${KUBE_VERSION}" "${out}"
+cd "${out}/src"
 # v1.34.2 -> v0.34.2: the staging libraries are published as v0.<minor>.<patch>.
 staging_version="v0.${KUBE_VERSION#v1.}"
 edits=()
 while read -r module; do
     edits+=("-dropreplace=${module}" "-require=${module}@${staging_version}")
-done < <(go mod edit -json | python3 -c '
+done < <(GOWORK=off go mod edit -json | python3 -c '
 import json, sys
 for r in json.load(sys.stdin).get("Replace") or []:
     if r["New"]["Path"].startswith("./staging/"):
         print(r["Old"]["Path"])')
 [[ ${#edits[@]} -gt 0 ]] || { echo "build-k8s: no ./staging replaces found in go.mod" >&2; exit 1; }
-go mod edit "${edits[@]}"
+GOWORK=off go mod edit "${edits[@]}"
 version_pkg=k8s.io/component-base/version
 minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
 ldflags="-s -w -X ${version_pkg}.gitVersion=${KUBE_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${minor} -X ${version_pkg}.gitTreeState=clean"
-mkdir -p "${out}/bin.partial"
-# nice: CI builds beside other work on 2 cores. CGO off, as Kubernetes' own release builds.
-for name in "${commands[@]}"; do
-    echo "build-k8s: building ${name} ${KUBE_VERSION}" >&2
-    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags "${ldflags}" \
-        -o "${out}/bin.partial/${name}" "./cmd/${name}" >&2
-done
-rm -rf "${out}/bin" && mv "${out}/bin.partial" "${out}/bin"
+targets=()
+for name in "${commands[@]}"; do targets+=("${name}=./cmd/${name}"); done
+build_commands "${out}" "${ldflags}" "" "${targets[@]}"
 echo "${out}/bin"

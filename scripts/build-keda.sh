@@ -12,8 +12,8 @@ fi
 # shellcheck source=scripts/go-module-build.sh
 source "${repo_root}/scripts/go-module-build.sh"
 version_pkg=github.com/kedacore/keda/v2/version
-build_module_commands github.com/kedacore/keda/v2 "${KEDA_VERSION}" "${out}" \
-    "-s -w -X ${version_pkg}.Version=${KEDA_VERSION#v} -X ${version_pkg}.GitCommit=module" "" \
+module_source github.com/kedacore/keda/v2 "${KEDA_VERSION}" "${out}"
+build_commands "${out}" "-s -w -X ${version_pkg}.Version=${KEDA_VERSION#v} -X ${version_pkg}.GitCommit=module" "" \
     keda-operator=./cmd/operator keda-adapter=./cmd/adapter
 rm -rf "${out}/crd" && cp -r "${out}/src/config/crd/bases" "${out}/crd"
 echo "${out}"

@@ -12,8 +12,8 @@ if [[ -x "${out}/bin/prometheus" ]]; then echo "${out}/bin/prometheus"; exit 0; 
 # shellcheck source=scripts/go-module-build.sh
 source "${repo_root}/scripts/go-module-build.sh"
 release="3.${PROMETHEUS_VERSION#v0.}"; release="${release:0:2}${release:3}"
-build_module_commands github.com/prometheus/prometheus "${PROMETHEUS_VERSION}" "${out}" \
-    "-s -w -X github.com/prometheus/common/version.Version=${release}" \
+module_source github.com/prometheus/prometheus "${PROMETHEUS_VERSION}" "${out}"
+build_commands "${out}" "-s -w -X github.com/prometheus/common/version.Version=${release}" \
     "remove_all_sd,enable_kubernetes_sd" prometheus=./cmd/prometheus
 rm -rf "${out}/src"
 echo "${out}/bin/prometheus"

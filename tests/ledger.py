@@ -26,6 +26,10 @@ from framebus.topology import TopicSettings
 T = TypeVar("T")
 SCENE_RULES = {"person-crosses-line", "person-dwells-in-zone", "people-crowd-the-middle"}
 CLIPS_DIR_URI = "file:///var/lib/framebus/clips/"  # the services' clips folder, as records name it
+# Known, not yet fixed: on a broker just created, a stateful service's first transaction is
+# sometimes fenced and the service exits; its restart loses and doubles nothing (the checks
+# below hold). The deployment tests allow that one restart and fail any other.
+FENCED_AT_START = "transactional producer fenced by newer producer instance"
 
 
 def frame_key(record: Frame | Detections | Tracks) -> tuple[str, int, int]:

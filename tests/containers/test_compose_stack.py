@@ -10,13 +10,8 @@ then `up` resumes with nothing lost or doubled. The tests run in order on one st
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
-from http.cookiejar import CookieJar
-from typing import Any
 
 import pytest
 
@@ -24,6 +19,7 @@ from framebus.kafka.settings import KafkaSettings
 from testkit.podman_compose import container_logs, container_state, health_status, podman
 from tests.containers.conftest import CAMERAS, PASSWORD, RunningStack
 from tests.ledger import (
+    FENCED_AT_START,
     Ledger,
     TopicReader,
     check_clip_files,
@@ -31,6 +27,7 @@ from tests.ledger import (
     check_scene_alerts,
     clip_path,
 )
+from tests.page import login_form, member, status, stranger
 from tests.reliability.harness import metric, scrape
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
@@ -51,7 +48,6 @@ SERVICES = (
 )
 FIRST_RUN_FRAMES = 150  # per camera: 30 s at 5 fps, more than one pass of the 24 s scene
 SECOND_RUN_FRAMES = 60  # per camera, after `down` and `up`
-FENCED_AT_START = "transactional producer fenced by newer producer instance"
 
 
 def wait_healthy(stack: RunningStack, services: Iterable[str], timeout_s: float = 180.0) -> None:
@@ -114,20 +110,6 @@ def stop_decoder(stack: RunningStack) -> None:
     assert state.get("ExitCode") == 0, podman("logs", "--tail", "30", name, check=False)
 
 
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-def http(opener: urllib.request.OpenerDirector, path: str, data: bytes | None = None) -> int:
-    try:
-        with opener.open(PAGE + path, data=data, timeout=10) as response:
-            response.read()
-            return int(response.status)
-    except urllib.error.HTTPError as err:
-        return err.code
-
-
 @dataclass
 class FirstRun:
     ledger: Ledger | None = None
@@ -153,22 +135,18 @@ def test_compose_stack_when_the_scene_plays_then_every_frame_and_alert_answered_
 def test_compose_page_when_asked_then_it_answers_only_after_the_login(
     running_stack: RunningStack,
 ) -> None:
-    stranger = urllib.request.build_opener(NoRedirect())
-    assert http(stranger, "/") in (302, 303, 307)  # to the login form
-    assert http(stranger, "/ws") == 401
+    outsider = stranger()
+    assert status(outsider, PAGE + "/") in (302, 303, 307)  # to the login form
+    assert status(outsider, PAGE + "/ws") == 401
     assert FIRST.ledger is not None and FIRST.ledger.clips, "the first test made no clip"
-    clip_url = "/clips/" + clip_path(FIRST.ledger.clips[0])
-    assert http(stranger, clip_url) == 401
-    wrong = urllib.parse.urlencode({"password": PASSWORD + "x"}).encode()
-    assert http(stranger, "/login", wrong) == 401
+    clip_url = PAGE + "/clips/" + clip_path(FIRST.ledger.clips[0])
+    assert status(outsider, clip_url) == 401
+    assert status(outsider, PAGE + "/login", login_form(PASSWORD + "x")) == 401
 
-    member = urllib.request.build_opener(
-        NoRedirect(), urllib.request.HTTPCookieProcessor(CookieJar())
-    )
-    right = urllib.parse.urlencode({"password": PASSWORD}).encode()
-    assert http(member, "/login", right) == 303
-    assert http(member, "/") == 200
-    assert http(member, clip_url) == 200
+    user = member()
+    assert status(user, PAGE + "/login", login_form(PASSWORD)) == 303
+    assert status(user, PAGE + "/") == 200
+    assert status(user, clip_url) == 200
 
 
 def test_compose_stack_when_down_then_up_then_it_resumes_with_nothing_lost_or_doubled(

@@ -43,12 +43,24 @@ def free_port() -> int:
 
 
 class RtspCamera:
-    """One live RTSP camera at rtsp://127.0.0.1:<port>/<name>."""
+    """One live RTSP camera at rtsp://127.0.0.1:<port>/<name>: a test pattern, or `file` looped.
 
-    def __init__(self, name: str, port: int | None = None, fps: int = 25) -> None:
+    `address` is where it listens (0.0.0.0 for clients on other hosts, such as pods).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        port: int | None = None,
+        fps: int = 25,
+        file: Path | None = None,
+        address: str = "127.0.0.1",
+    ) -> None:
         self.name = name
         self.port = port or free_port()
         self.fps = fps
+        self.file = file
+        self.address = address
         self.proc: subprocess.Popen[str] | None = None
 
     @property
@@ -66,6 +78,9 @@ class RtspCamera:
                 self.name,
                 "--fps",
                 str(self.fps),
+                "--address",
+                self.address,
+                *(["--file", str(self.file)] if self.file else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -9,7 +9,6 @@ model.source=pvc); the clips claim binds to a hostPath volume the test reads the
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from framebus_tools.localkafka import LocalKafka
 from framebus_tools.scene import scene_rules_document, write_scene_video
 from framebus_tools.scene_model import write_color_blob_model
 from framebus_tools.scenes import demo_scene
-from tests.integration.rtsp import SCRIPT, SYSTEM_PYTHON
+from tests.integration.rtsp import RtspCamera, rtsp_available
 from tests.k8s.kube import (
     CONTAINERD_SOCK,
     KUBECONFIG,
@@ -90,35 +89,19 @@ def host_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettin
 
 
 @pytest.fixture(scope="module")
-def scene_camera(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The generated scene, looped over RTSP at rtsp://<node>:RTSP_PORT/scene; its folder."""
-    work = tmp_path_factory.mktemp("scene")
-    write_scene_video(work / "scene.mp4", demo_scene())
-    server = subprocess.Popen(
-        [
-            SYSTEM_PYTHON,
-            str(SCRIPT),
-            "--address",
-            "0.0.0.0",  # noqa: S104 - the pods reach it at the node's address
-            "--port",
-            str(RTSP_PORT),
-            "--name",
-            "scene",
-            "--file",
-            str(work / "scene.mp4"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    assert line.startswith("READY"), f"the RTSP camera did not start: {line}"
+def scene_camera(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RtspCamera]:
+    """The generated scene, looped over RTSP at rtsp://<node>:RTSP_PORT/scene."""
+    if not rtsp_available():
+        pytest.fail("needs GStreamer's RTSP server: run scripts/install-test-deps.sh as root")
+    video = tmp_path_factory.mktemp("scene") / "scene.mp4"
+    write_scene_video(video, demo_scene())
+    # 0.0.0.0: the pods reach it at the node's address.
+    camera = RtspCamera("scene", RTSP_PORT, file=video, address="0.0.0.0")  # noqa: S104
+    camera.start()
     try:
-        yield work
+        yield camera
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        camera.kill()
 
 
 def _host_volume(name: str, path: Path, size: str, claim: str) -> str:
@@ -218,7 +201,7 @@ def _keep_logs(work: Path) -> None:
 
 @pytest.fixture(scope="module")
 def release(
-    tmp_path_factory: pytest.TempPathFactory, host_kafka: KafkaSettings, scene_camera: Path
+    tmp_path_factory: pytest.TempPathFactory, host_kafka: KafkaSettings, scene_camera: RtspCamera
 ) -> Iterator[Release]:
     """`helm install` of the chart with ci/local-k8s-values.yaml, the scene's cameras and rules."""
     _require_cluster()

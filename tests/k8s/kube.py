@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.reliability.harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("FRAMEBUS_K8S_STATE", REPO / ".cache" / "k8s" / "cluster"))
@@ -89,15 +90,9 @@ def deployment(component: str) -> dict[str, Any]:
     )
 
 
-def wait_until(
-    what: str, check: Callable[[], bool], timeout_s: float, every_s: float = 2.0
-) -> None:
-    """Poll `check` until it holds; fail naming `what` when `timeout_s` passes."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(every_s)
+def wait_until(what: str, check: Callable[[], bool], timeout_s: float) -> None:
+    """The harness's wait, asking every 2 s: each check here runs kubectl (a process each)."""
+    wait_for(check, timeout_s, what, every_s=2.0)
 
 
 def container_id(pod: dict[str, Any], name: str) -> str:

@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.cookiejar import CookieJar
 from typing import Any
 
 import pytest
@@ -44,6 +43,7 @@ from tests.k8s.kube import (
     wait_until,
 )
 from tests.ledger import (
+    FENCED_AT_START,
     Ledger,
     TopicReader,
     check_clip_files,
@@ -53,6 +53,7 @@ from tests.ledger import (
     doubled,
     frame_key,
 )
+from tests.page import login_form, member, status, stranger
 from tests.reliability.harness import metric
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -61,7 +62,6 @@ COMPONENTS = ("decoder", "inferencer", "tracker", "alerts", "clips", "live")
 DECODER = f"{RELEASE}-framebus-decoder-default"
 INFERENCER = f"{RELEASE}-framebus-inferencer"
 FIRST_RUN_FRAMES = 150  # per camera: 30 s at 5 fps, more than one pass of the 24 s scene
-FENCED_AT_START = "transactional producer fenced by newer producer instance"
 
 
 @dataclass
@@ -170,20 +170,6 @@ def test_install_when_done_then_topics_came_first_and_every_deployment_is_ready(
         assert ready.get("Ready") == "True", (scaled["metadata"]["name"], scaled["status"])
 
 
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-def http(opener: urllib.request.OpenerDirector, url: str, data: bytes | None = None) -> int:
-    try:
-        with opener.open(url, data=data, timeout=10) as response:
-            response.read()
-            return int(response.status)
-    except urllib.error.HTTPError as err:
-        return err.code
-
-
 def test_scene_when_cameras_play_then_frames_alerts_clips_and_page_answered_once(
     release: Release,
 ) -> None:
@@ -198,17 +184,11 @@ def test_scene_when_cameras_play_then_frames_alerts_clips_and_page_answered_once
     (live,) = component_pods("live")
     page = f"http://{live['status']['podIP']}:{HTTP_PORT}"
     clip_url = f"{page}/clips/{clip_path(ledger.clips[0])}"
-    stranger = urllib.request.build_opener(NoRedirect())
-    assert http(stranger, page + "/") in (302, 303, 307)
-    assert http(stranger, clip_url) == 401
-    member = urllib.request.build_opener(
-        NoRedirect(), urllib.request.HTTPCookieProcessor(CookieJar())
-    )
-    assert (
-        http(member, page + "/login", urllib.parse.urlencode({"password": PASSWORD}).encode())
-        == 303
-    )
-    assert http(member, clip_url) == 200
+    assert status(stranger(), page + "/") in (302, 303, 307)
+    assert status(stranger(), clip_url) == 401
+    user = member()
+    assert status(user, page + "/login", login_form(PASSWORD)) == 303
+    assert status(user, clip_url) == 200
     check_no_restarts(("inferencer", "tracker", "alerts", "clips", "live"))
 
 

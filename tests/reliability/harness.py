@@ -45,13 +45,15 @@ def service_env(kafka: KafkaSettings, names: TopicSettings, **extra: object) -> 
 Service = ServiceProcess
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Seconds until `predicate()` holds; fails the test at the timeout."""
+def wait_for(
+    predicate: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.2
+) -> float:
+    """Seconds until `predicate()` holds, asked every `every_s`; fails the test at the timeout."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if predicate():
             return time.monotonic() - start
-        time.sleep(0.2)
+        time.sleep(every_s)
     raise AssertionError(f"{what}: not within {timeout_s} s")
 
 
